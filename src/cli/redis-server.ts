@@ -1,0 +1,92 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A private redis-server on a free loopback port, for the demo and the tests. */
+export interface RedisServer {
+  readonly port: number;
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** Thrown when there is no `redis-server` on PATH. */
+export class RedisServerMissingError extends Error {
+  constructor() {
+    super('redis-server was not found on PATH');
+    this.name = 'RedisServerMissingError';
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function waitUntilReady(child: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => fail(new Error(`redis-server did not start within 10 s:\n${output}`)), 10_000);
+    function fail(error: Error) {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(error);
+    }
+    child.once('error', (error: NodeJS.ErrnoException) => fail(error.code === 'ENOENT' ? new RedisServerMissingError() : error));
+    child.once('exit', (code) => fail(new Error(`redis-server exited with code ${code}:\n${output}`)));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        child.stdout?.removeAllListeners('data');
+        child.stdout?.resume();
+        resolve();
+      }
+    });
+  });
+}
+
+/**
+ * Starts redis-server with nothing persisted, in a temporary directory removed on stop.
+ * `args` are extra server options, e.g. ['--cluster-enabled', 'yes'].
+ */
+export async function startRedisServer(args: readonly string[] = []): Promise<RedisServer> {
+  // Another process may take the free port between our probe and redis-server's bind: try again.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-redis-'));
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await waitUntilReady(child);
+    } catch (error) {
+      await rm(dir, { recursive: true, force: true });
+      if (error instanceof RedisServerMissingError || attempt === 3) throw error;
+      continue;
+    }
+    return {
+      port,
+      url: `redis://127.0.0.1:${port}`,
+      async stop() {
+        if (child.exitCode === null) {
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGTERM');
+          await exited;
+        }
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Typed errors. Being rate limited is never an error (it is a decision);
+ * these are for misuse and failures. Each class has a stable `code` and a
+ * link to its entry in docs/errors.md.
+ */
+// Relative to the package root: docs/ ships with the package and lives in the repository.
+const DOCS = 'docs/errors.md';
+
+export type SluiceErrorCode =
+  | 'SLUICE_INVALID_OPTION'
+  | 'SLUICE_INVALID_ARGUMENT'
+  | 'SLUICE_COST_EXCEEDS_LIMIT'
+  | 'SLUICE_STORE_ERROR';
+
+export abstract class SluiceError extends Error {
+  abstract readonly code: SluiceErrorCode;
+
+  /** Where this error is explained, with what to do about it. */
+  get docs(): string {
+    return `${DOCS}#${this.code.toLowerCase()}`;
+  }
+}
+
+/** Renders a bad value for a message without ever throwing (symbols, cycles, bigints). */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}
+
+/** An option given to a factory (createLimiter, a policy, a store) is missing or invalid. */
+export class InvalidOptionError extends SluiceError {
+  readonly code = 'SLUICE_INVALID_OPTION';
+  constructor(
+    readonly option: string,
+    readonly value: unknown,
+    expected: string,
+  ) {
+    super(`sluice: option "${option}" must be ${expected}; got ${describe(value)}`);
+    this.name = 'InvalidOptionError';
+  }
+}
+
+/** An argument of a call (the key, the cost) is invalid. Nothing was sent to the store. */
+export class InvalidArgumentError extends SluiceError {
+  readonly code = 'SLUICE_INVALID_ARGUMENT';
+  constructor(
+    readonly argument: string,
+    readonly value: unknown,
+    expected: string,
+  ) {
+    super(`sluice: argument "${argument}" must be ${expected}; got ${describe(value)}`);
+    this.name = 'InvalidArgumentError';
+  }
+}
+
+/** The cost asked for can never be admitted by the policy, however long the caller waits. */
+export class CostExceedsLimitError extends SluiceError {
+  readonly code = 'SLUICE_COST_EXCEEDS_LIMIT';
+  constructor(
+    readonly cost: number,
+    readonly limit: number,
+  ) {
+    super(`sluice: a cost of ${cost} can never be admitted by a policy whose limit is ${limit}`);
+    this.name = 'CostExceedsLimitError';
+  }
+}
+
+/** The store failed (connection lost, timeout, unexpected reply). The original error is `cause`. */
+export class StoreError extends SluiceError {
+  readonly code = 'SLUICE_STORE_ERROR';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(`sluice: store failed: ${message}`, options);
+    this.name = 'StoreError';
+  }
+}

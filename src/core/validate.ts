@@ -1,0 +1,34 @@
+import { InvalidOptionError } from './errors.js';
+
+/** The options object of a factory: a plain object, or InvalidOptionError naming the factory. */
+export function optionsObject(factory: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError(factory, value, 'an options object');
+  }
+  return value as Record<string, unknown>;
+}
+
+export function positiveInteger(option: string, value: unknown, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw new InvalidOptionError(option, value, `a whole number from 1 to ${max}`);
+  }
+  return value;
+}
+
+export function positiveFinite(option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidOptionError(option, value, 'a finite number greater than 0');
+  }
+  return value;
+}
+
+// A Structured Fields string may hold printable ASCII only; keep names simple enough for any header.
+const POLICY_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+export function policyName(value: unknown, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !POLICY_NAME.test(value)) {
+    throw new InvalidOptionError('name', value, 'from 1 to 64 characters of A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+  }
+  return value;
+}

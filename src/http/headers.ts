@@ -1,0 +1,28 @@
+import type { Decision, Policy } from '../core/types.js';
+
+export interface RateLimitResponse {
+  /** 429 when the request was denied, else 200 (let the handler pick its own success status). */
+  readonly status: 200 | 429;
+  readonly statusText: 'OK' | 'Too Many Requests';
+  /** Header names in their canonical case; values ready to send. */
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+const seconds = (ms: number): number => Math.ceil(ms / 1000);
+
+/**
+ * Status and headers for a decision, framework-neutral.
+ * - `RateLimit-Policy` and `RateLimit` as draft-ietf-httpapi-ratelimit-headers-11 defines them:
+ *   `"name";q=<quota>;w=<window s>` and `"name";r=<remaining>;t=<s until the quota resets>`.
+ * - `Retry-After` (RFC 9110) on a denial: whole seconds, rounded up, so a client that waits that
+ *   long is admitted.
+ */
+export function rateLimitResponse(decision: Decision, policy: Policy): RateLimitResponse {
+  const headers: Record<string, string> = {
+    'RateLimit-Policy': `"${policy.name}";q=${policy.limit};w=${seconds(policy.windowMs)}`,
+    RateLimit: `"${policy.name}";r=${decision.remaining};t=${seconds(decision.resetAfterMs)}`,
+  };
+  if (decision.allowed) return { status: 200, statusText: 'OK', headers };
+  headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+  return { status: 429, statusText: 'Too Many Requests', headers };
+}

@@ -13,6 +13,6 @@ export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.
 export { slidingLog, type SlidingLogOptions, SLIDING_LOG_MAX_LIMIT } from './algorithms/sliding-log.js';
 export { tokenBucket, type TokenBucketOptions } from './algorithms/token-bucket.js';
 export type { Store } from './stores/store.js';
-export { memoryStore, type MemoryStoreOptions } from './stores/memory.js';
+export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';
 export { rateLimitResponse, type RateLimitResponse } from './http/headers.js';

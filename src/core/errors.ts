@@ -27,7 +27,7 @@ export function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
   if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return 'an array';
-  return `a ${typeof value}`;
+  return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
 }
 
 /** An option given to a factory (createLimiter, a policy, a store) is missing or invalid. */

@@ -19,8 +19,13 @@ interface Slot {
 // expired keys are reclaimed without a timer per key and without a timer keeping the process alive.
 const SWEEP_PER_CALL = 2;
 
+export interface MemoryStore extends Store {
+  /** How many keys are held now, expired ones not yet swept included. */
+  readonly size: number;
+}
+
 /** State in this process, decided by the algorithms' TypeScript twins: the same semantics as Redis. */
-export function memoryStore(options: MemoryStoreOptions = {}): Store {
+export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const o = optionsObject('memoryStore', options);
   const maxKeys = o.maxKeys === undefined ? 100_000 : positiveInteger('maxKeys', o.maxKeys);
   if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('now', o.now, 'a function returning ms');
@@ -63,6 +68,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): Store {
   }
 
   return {
+    get size() {
+      return slots.size;
+    },
     run(script: Script, keys: readonly string[], args: readonly number[]): Promise<Reply> {
       const time = now();
       sweepSome(time);

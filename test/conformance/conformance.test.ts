@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { aroundTheEdge } from '../../src/cli/demo.js';
+import {
+  CostExceedsLimitError,
+  InvalidArgumentError,
+  createLimiter,
+  fixedWindow,
+  slidingLog,
+  tokenBucket,
+  type Limiter,
+} from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
+import { keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+const harness = useRedis();
+
+function limiterFor(storeCase: StoreCase, policy: ReturnType<(typeof algorithms)[number]['policy']>): Limiter {
+  return createLimiter({ store: storeCase.store(), policy, prefix: uniquePrefix() });
+}
+
+/** Asserts that nothing under the limiter's prefix exists (Redis) or that the key is untouched (memory). */
+async function assertNothingWritten(storeCase: StoreCase, limiter: Limiter, key: string): Promise<void> {
+  if (storeCase.redis) assert.equal((await keysWithTtl(storeCase.redis, limiter.prefix)).size, 0);
+  assert.equal((await limiter.peek(key)).remaining, limiter.policy.limit);
+}
+
+for (const storeCase of harness.cases) {
+  describe(`conformance: ${storeCase.name}`, () => {
+    for (const algorithm of algorithms) {
+      describe(algorithm.name, () => {
+        it('admits exactly the limit out of 1,000 concurrent calls on one key', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(100, HOUR));
+          const decisions = await Promise.all(Array.from({ length: 1000 }, () => limiter.limit('hot')));
+          assert.equal(decisions.filter((d) => d.allowed).length, 100);
+          assert.equal(decisions.at(-1)?.remaining, 0);
+          assert.equal((await limiter.peek('hot')).allowed, false);
+        });
+
+        it('counts a cost, reports remaining, and keeps keys apart', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(10, HOUR));
+          const first = await limiter.limit('a', { cost: 3 });
+          assert.deepEqual({ ...first, resetAfterMs: undefined }, { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: undefined });
+          assert.ok(first.resetAfterMs > 0 && first.resetAfterMs <= HOUR, `resetAfterMs ${first.resetAfterMs}`);
+          assert.equal((await limiter.limit('a', { cost: 7 })).remaining, 0);
+          const denied = await limiter.limit('a');
+          assert.equal(denied.allowed, false);
+          assert.ok(denied.retryAfterMs > 0, `retryAfterMs ${denied.retryAfterMs}`);
+          assert.equal((await limiter.limit('b')).remaining, 9);
+        });
+
+        it('peek consumes nothing and writes nothing', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(5, HOUR));
+          const fresh = await limiter.peek('k');
+          assert.deepEqual(fresh, { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0 });
+          await assertNothingWritten(storeCase, limiter, 'k');
+          await limiter.limit('k', { cost: 2 });
+          const before = storeCase.redis ? await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.keySuffix}`) : null;
+          assert.equal((await limiter.peek('k')).remaining, 3);
+          assert.equal((await limiter.peek('k')).remaining, 3);
+          if (storeCase.redis) assert.deepEqual(await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.keySuffix}`), before);
+        });
+
+        it('reset forgets the key', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(2, HOUR));
+          await limiter.limit('k', { cost: 2 });
+          assert.equal((await limiter.limit('k')).allowed, false);
+          await limiter.reset('k');
+          assert.equal((await limiter.limit('k')).remaining, 1);
+        });
+
+        it('admits a denied request once its retryAfterMs has passed', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(3, 300));
+          await limiter.limit('k', { cost: 3 });
+          const denied = await limiter.limit('k');
+          assert.equal(denied.allowed, false);
+          assert.ok(denied.retryAfterMs > 0 && denied.retryAfterMs <= 300, `retryAfterMs ${denied.retryAfterMs}`);
+          await sleep(denied.retryAfterMs + 2);
+          assert.equal((await limiter.limit('k')).allowed, true);
+        });
+
+        it('rejects bad keys and costs with a typed error and writes nothing', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(5, HOUR));
+          for (const key of ['', 42, undefined, null, {}]) {
+            await assert.rejects(limiter.limit(key as string), (e: unknown) => e instanceof InvalidArgumentError && e.code === 'SLUICE_INVALID_ARGUMENT' && e.argument === 'key');
+            await assert.rejects(limiter.peek(key as string), InvalidArgumentError);
+            await assert.rejects(limiter.reset(key as string), InvalidArgumentError);
+          }
+          for (const cost of [0, -1, 1.5, Number.NaN, Infinity, '2']) {
+            await assert.rejects(limiter.limit('k', { cost: cost as number }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost');
+          }
+          await assert.rejects(limiter.limit('k', 3 as never), InvalidArgumentError);
+          await assert.rejects(limiter.limit('k', { cost: 6 }), (e: unknown) => e instanceof CostExceedsLimitError && e.code === 'SLUICE_COST_EXCEEDS_LIMIT' && e.cost === 6 && e.limit === 5);
+          await assertNothingWritten(storeCase, limiter, 'k');
+        });
+
+        if (storeCase.inRedis) {
+          const redisOf = () => storeCase.redis!;
+
+          it('gives a key that lost its TTL (PERSIST) a TTL again on the next call', async () => {
+            const limiter = limiterFor(storeCase, algorithm.policy(3, HOUR));
+            const key = `${limiter.prefix}:{k}:${limiter.policy.keySuffix}`;
+            await limiter.limit('k');
+            assert.equal(await redisOf().persist(key), 1);
+            assert.equal(await redisOf().pttl(key), -1);
+            await limiter.limit('k');
+            assert.ok((await redisOf().pttl(key)) > 0);
+            // and a denied call heals it too
+            await limiter.limit('k');
+            await redisOf().persist(key);
+            assert.equal((await limiter.limit('k')).allowed, false);
+            assert.ok((await redisOf().pttl(key)) > 0);
+          });
+
+          it('leaves no key without a TTL after a mixed workload', async () => {
+            const limiter = limiterFor(storeCase, algorithm.policy(5, 500));
+            const work: Promise<unknown>[] = [];
+            for (let i = 0; i < 300; i++) {
+              const key = `user:${i % 40}`;
+              if (i % 7 === 0) work.push(limiter.peek(key));
+              else if (i % 11 === 0) work.push(limiter.reset(key));
+              else work.push(limiter.limit(key, { cost: 1 + (i % 3) }));
+            }
+            await Promise.all(work);
+            const keys = await keysWithTtl(redisOf(), limiter.prefix);
+            assert.ok(keys.size > 0);
+            for (const [key, ttl] of keys) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+          });
+
+          it('decides the same after SCRIPT FLUSH between calls', async () => {
+            const limiter = limiterFor(storeCase, algorithm.policy(5, HOUR));
+            await limiter.limit('k', { cost: 2 });
+            await redisOf().script('FLUSH');
+            assert.equal((await limiter.limit('k')).remaining, 2);
+            await redisOf().script('FLUSH');
+            assert.equal((await limiter.peek('k')).remaining, 2);
+          });
+        }
+      });
+    }
+
+    it('shows the window edge: fixed window 10 of 10, sliding log 5 of 10', async () => {
+      const prefix = uniquePrefix();
+      const store = storeCase.store();
+      const fixed = createLimiter({ store, prefix, policy: fixedWindow({ limit: 5, window: '1s' }) });
+      const log = createLimiter({ store, prefix, policy: slidingLog({ limit: 5, window: '1s' }) });
+      assert.deepEqual(await aroundTheEdge([fixed, log], 'edge', storeCase.clockOffsetMs), [10, 5]);
+    });
+
+    it('token bucket, capacity 3 at 1 token/s: 1 1 1 0 0, then 1 after 1.1 s', async () => {
+      const limiter = createLimiter({ store: storeCase.store(), prefix: uniquePrefix(), policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }) });
+      const taken: number[] = [];
+      for (let i = 0; i < 5; i++) taken.push((await limiter.limit('k')).allowed ? 1 : 0);
+      await sleep(1100);
+      taken.push((await limiter.limit('k')).allowed ? 1 : 0);
+      assert.deepEqual(taken, [1, 1, 1, 0, 0, 1]);
+    });
+  });
+}

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createLimiter, fixedWindow, memoryStore, slidingLog, tokenBucket, type Policy } from '../../src/index.js';
+
+/** A limiter on the memory store with a clock the test moves by hand. */
+function withClock(policy: Policy, start = 1_000_000) {
+  const clock = { now: start };
+  const limiter = createLimiter({ store: memoryStore({ now: () => clock.now }), policy });
+  return { clock, limiter };
+}
+
+describe('fixedWindow twin', () => {
+  it('aligns windows to the clock and reports the exact time to the window end', async () => {
+    const { clock, limiter } = withClock(fixedWindow({ limit: 2, window: '1s' }), 10_250);
+    assert.deepEqual(await limiter.limit('k'), { allowed: true, limit: 2, remaining: 1, resetAfterMs: 750, retryAfterMs: 0 });
+    clock.now = 10_900;
+    assert.equal((await limiter.limit('k')).remaining, 0);
+    assert.deepEqual(await limiter.limit('k'), { allowed: false, limit: 2, remaining: 0, resetAfterMs: 100, retryAfterMs: 100 });
+    clock.now = 10_999;
+    assert.equal((await limiter.limit('k')).allowed, false);
+    clock.now = 11_000;
+    assert.deepEqual(await limiter.limit('k'), { allowed: true, limit: 2, remaining: 1, resetAfterMs: 1000, retryAfterMs: 0 });
+  });
+
+  it('does not count denied requests', async () => {
+    const { limiter } = withClock(fixedWindow({ limit: 3, window: '1m' }));
+    await limiter.limit('k', { cost: 2 });
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, false);
+    assert.equal((await limiter.limit('k', { cost: 1 })).allowed, true);
+  });
+
+  it('admits 10 of 10 around an edge', async () => {
+    const { clock, limiter } = withClock(fixedWindow({ limit: 5, window: '1s' }), 4_900);
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    clock.now = 5_100;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    assert.equal(admitted, 10);
+  });
+});
+
+describe('slidingLog twin', () => {
+  it('admits 5 of 10 around an edge and says when the oldest leaves', async () => {
+    const { clock, limiter } = withClock(slidingLog({ limit: 5, window: '1s' }), 4_900);
+    for (let i = 0; i < 5; i++) assert.equal((await limiter.limit('k')).allowed, true);
+    clock.now = 5_100;
+    const denied = await limiter.limit('k');
+    assert.deepEqual(denied, { allowed: false, limit: 5, remaining: 0, resetAfterMs: 800, retryAfterMs: 800 });
+    clock.now = 5_899;
+    assert.equal((await limiter.limit('k')).allowed, false);
+    clock.now = 5_900;
+    assert.equal((await limiter.limit('k')).allowed, true);
+  });
+
+  it('waits for as many old entries as the cost needs', async () => {
+    const { clock, limiter } = withClock(slidingLog({ limit: 3, window: 1000 }), 0);
+    await limiter.limit('k'); // at 0
+    clock.now = 100;
+    await limiter.limit('k'); // at 100
+    clock.now = 200;
+    await limiter.limit('k'); // at 200
+    clock.now = 300;
+    // cost 2 needs two entries gone: the one from 100 leaves at 1100
+    assert.equal((await limiter.limit('k', { cost: 2 })).retryAfterMs, 800);
+    clock.now = 1100;
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
+  });
+
+  it('keeps entries of one millisecond apart and counts each', async () => {
+    const { limiter } = withClock(slidingLog({ limit: 1000, window: '1m' }));
+    for (let i = 0; i < 999; i++) await limiter.limit('k');
+    assert.deepEqual(await limiter.limit('k'), { allowed: true, limit: 1000, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0 });
+    assert.equal((await limiter.limit('k')).allowed, false);
+  });
+});
+
+describe('tokenBucket twin', () => {
+  it('refills continuously, keeps fractions, and reports exact waits', async () => {
+    const { clock, limiter } = withClock(tokenBucket({ capacity: 4, refillPerSecond: 2 }), 0);
+    assert.deepEqual(await limiter.limit('k', { cost: 4 }), { allowed: true, limit: 4, remaining: 0, resetAfterMs: 2000, retryAfterMs: 0 });
+    clock.now = 250; // 0.5 tokens
+    assert.deepEqual(await limiter.limit('k'), { allowed: false, limit: 4, remaining: 0, resetAfterMs: 1750, retryAfterMs: 250 });
+    clock.now = 499;
+    assert.equal((await limiter.limit('k')).allowed, false);
+    clock.now = 500; // exactly 1 token
+    assert.equal((await limiter.limit('k')).allowed, true);
+    clock.now = 1750; // 2.5 tokens: remaining is a whole number
+    assert.deepEqual(await limiter.peek('k'), { allowed: true, limit: 4, remaining: 2, resetAfterMs: 750, retryAfterMs: 0 });
+  });
+
+  it('never holds more than its capacity', async () => {
+    const { clock, limiter } = withClock(tokenBucket({ capacity: 3, refillPerSecond: 1 }), 0);
+    await limiter.limit('k');
+    clock.now = 3_600_000;
+    assert.equal((await limiter.limit('k')).remaining, 2);
+  });
+});
+
+describe('memoryStore', () => {
+  it('evicts the least recently used key past maxKeys', async () => {
+    const store = memoryStore({ maxKeys: 3 });
+    const limiter = createLimiter({ store, policy: fixedWindow({ limit: 5, window: '1h' }) });
+    for (const key of ['a', 'b', 'c']) await limiter.limit(key);
+    await limiter.limit('a'); // a is now the most recently used
+    await limiter.limit('d'); // evicts b
+    assert.equal(store.size, 3);
+    assert.equal((await limiter.peek('a')).remaining, 3);
+    assert.equal((await limiter.peek('b')).remaining, 5);
+    assert.equal((await limiter.peek('c')).remaining, 4);
+  });
+
+  it('sweeps expired keys as it is used, with no timers', async () => {
+    const clock = { now: 0 };
+    const store = memoryStore({ now: () => clock.now });
+    const limiter = createLimiter({ store, policy: fixedWindow({ limit: 5, window: '1s' }) });
+    for (let i = 0; i < 1000; i++) await limiter.limit(`old:${i}`);
+    assert.equal(store.size, 1000);
+    clock.now = 5_000;
+    for (let i = 0; i < 600; i++) await limiter.peek('live');
+    assert.equal(store.size, 0);
+  });
+});

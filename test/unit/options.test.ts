@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  InvalidOptionError,
+  SLIDING_LOG_MAX_LIMIT,
+  createLimiter,
+  fixedWindow,
+  memoryStore,
+  redisStore,
+  slidingLog,
+  tokenBucket,
+} from '../../src/index.js';
+import { parseDuration } from '../../src/core/duration.js';
+
+/** Asserts that `build` throws InvalidOptionError naming `option` and showing the bad value. */
+function rejectsOption(build: () => unknown, option: string, shown: string): void {
+  assert.throws(build, (error: unknown) => {
+    assert.ok(error instanceof InvalidOptionError, String(error));
+    assert.equal(error.code, 'SLUICE_INVALID_OPTION');
+    assert.equal(error.option, option);
+    assert.match(error.message, new RegExp(`"${option}"`));
+    assert.ok(error.message.includes(shown), `${error.message} should show ${shown}`);
+    assert.equal(error.docs, 'docs/errors.md#sluice_invalid_option');
+    return true;
+  });
+}
+
+describe('durations', () => {
+  it('parses milliseconds and unit strings', () => {
+    assert.equal(parseDuration('window', 1500), 1500);
+    assert.equal(parseDuration('window', '250ms'), 250);
+    assert.equal(parseDuration('window', '1s'), 1000);
+    assert.equal(parseDuration('window', '1.5s'), 1500);
+    assert.equal(parseDuration('window', '1m'), 60_000);
+    assert.equal(parseDuration('window', '1h'), 3_600_000);
+    assert.equal(parseDuration('window', '1d'), 86_400_000);
+  });
+
+  it('rejects what is not a positive whole number of ms', () => {
+    for (const bad of ['1x', '', 'ms', '-1s', '1 s', '0.5ms', 0, -5, 1.5, Number.NaN, Infinity, null, {}, '400d']) {
+      rejectsOption(() => parseDuration('window', bad), 'window', bad === '' ? '""' : String(bad === null ? 'null' : typeof bad === 'object' ? 'an object' : bad));
+    }
+  });
+});
+
+describe('policy options', () => {
+  it('fixedWindow', () => {
+    rejectsOption(() => fixedWindow({ limit: 0, window: '1s' }), 'limit', '0');
+    rejectsOption(() => fixedWindow({ limit: 2.5, window: '1s' }), 'limit', '2.5');
+    rejectsOption(() => fixedWindow({ limit: Infinity, window: '1s' }), 'limit', 'Infinity');
+    rejectsOption(() => fixedWindow({ limit: 5, window: '1x' as never }), 'window', '"1x"');
+    rejectsOption(() => fixedWindow({ limit: 5, window: 5 }), 'window', '5');
+    rejectsOption(() => fixedWindow(undefined as never), 'fixedWindow', 'undefined');
+    rejectsOption(() => fixedWindow({ limit: 5, window: '1s', name: 'has space' }), 'name', '"has space"');
+  });
+
+  it('slidingLog', () => {
+    rejectsOption(() => slidingLog({ limit: -1, window: '1s' }), 'limit', '-1');
+    rejectsOption(() => slidingLog({ limit: SLIDING_LOG_MAX_LIMIT + 1, window: '1s' }), 'limit', String(SLIDING_LOG_MAX_LIMIT + 1));
+    rejectsOption(() => slidingLog({ limit: 5, window: undefined as never }), 'window', 'undefined');
+  });
+
+  it('tokenBucket', () => {
+    rejectsOption(() => tokenBucket({ capacity: 0, refillPerSecond: 1 }), 'capacity', '0');
+    rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 0 }), 'refillPerSecond', '0');
+    rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: Number.NaN }), 'refillPerSecond', 'NaN');
+    rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: -1 }), 'refillPerSecond', '-1');
+    rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 1e-9 }), 'refillPerSecond', '1e-9');
+  });
+});
+
+describe('createLimiter and stores', () => {
+  const policy = fixedWindow({ limit: 5, window: '1s' });
+  it('demands a store and a policy, and a valid prefix', () => {
+    rejectsOption(() => createLimiter({ policy } as never), 'store', 'undefined');
+    rejectsOption(() => createLimiter({ store: memoryStore() } as never), 'policy', 'undefined');
+    rejectsOption(() => createLimiter({ store: {} as never, policy }), 'store', 'an object');
+    rejectsOption(() => createLimiter({ store: memoryStore(), policy: { limit: 5 } as never }), 'policy', 'an object');
+    rejectsOption(() => createLimiter({ store: memoryStore(), policy, prefix: 'a{b' }), 'prefix', '"a{b"');
+    rejectsOption(() => createLimiter({ store: memoryStore(), policy, prefix: '' }), 'prefix', '""');
+    rejectsOption(() => createLimiter(null as never), 'createLimiter', 'null');
+  });
+
+  it('checks store options and clients', () => {
+    rejectsOption(() => memoryStore({ maxKeys: 0 }), 'maxKeys', '0');
+    rejectsOption(() => memoryStore({ now: 5 as never }), 'now', '5');
+    rejectsOption(() => redisStore({} as never), 'client', 'an object');
+    rejectsOption(() => redisStore(undefined as never), 'client', 'undefined');
+  });
+});

@@ -1,5 +1,5 @@
-export { createLimiter, type Limiter, type LimiterOptions, type LimitOptions } from './core/limiter.js';
-export type { Decision, Policy } from './core/types.js';
+export { createLimiter, type Limiter, type LimiterOptions, type LimitOptions, type WaitOptions, type Lease } from './core/limiter.js';
+export type { Decision, Policy, PolicyDecision } from './core/types.js';
 export type { Duration } from './core/duration.js';
 export {
   SluiceError,
@@ -7,11 +7,15 @@ export {
   InvalidArgumentError,
   CostExceedsLimitError,
   StoreError,
+  WrongMethodError,
   type SluiceErrorCode,
 } from './core/errors.js';
 export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.js';
 export { slidingLog, type SlidingLogOptions, SLIDING_LOG_MAX_LIMIT } from './algorithms/sliding-log.js';
 export { tokenBucket, type TokenBucketOptions } from './algorithms/token-bucket.js';
+export { gcra, type GcraOptions } from './algorithms/gcra.js';
+export { slidingWindow, type SlidingWindowOptions } from './algorithms/sliding-window.js';
+export { concurrency, type ConcurrencyOptions } from './algorithms/concurrency.js';
 export type { Store } from './stores/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';

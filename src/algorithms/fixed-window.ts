@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineScript, reply } from './script.js';
+import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
 
 export interface FixedWindowOptions {
   /** Requests admitted per window. */
@@ -16,9 +16,8 @@ export interface FixedWindowOptions {
 const MIN_WINDOW_MS = 10;
 
 /*
- * KEYS[1]  the counter of the current window (a string holding an integer)
- * ARGV     cost, peek, limit, window ms
- * reply    allowed, remaining, resetAfterMs, retryAfterMs, now
+ * KEY  the counter of the current window (a string holding an integer)
+ * p    limit, window ms
  *
  * The counter expires one ms after its window ends (PEXPIRE is relative to a clock that may lag
  * TIME by a ms, so expiring exactly at the end could drop it early). A counter whose TTL is not
@@ -28,45 +27,62 @@ const MIN_WINDOW_MS = 10;
  * too much, and gets its TTL back from PEXPIRE NX, sent on every call.
  */
 const LUA = `
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
-local resetAfter = window - now % window
-local pttl = redis.call('PTTL', KEYS[1])
-local stale = pttl >= 0 and math.abs(pttl - resetAfter) > window / 2
-local count = 0
-if pttl ~= -2 and not stale then count = tonumber(redis.call('GET', KEYS[1])) end
-local allowed = count + cost <= limit
-if not peek then
-  if allowed then
+ALG.fw = {}
+function ALG.fw.decide(key, cost, now, p)
+  local limit, window = p[1], p[2]
+  local resetAfter = window - now % window
+  local pttl = redis.call('PTTL', key)
+  local stale = pttl >= 0 and math.abs(pttl - resetAfter) > window / 2
+  local count = 0
+  if pttl ~= -2 and not stale then count = tonumber(redis.call('GET', key)) end
+  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
+  if count > 0 then d.reset = resetAfter end
+  if not d.allowed then d.retry = resetAfter end
+  function d.admit()
     if stale then
-      redis.call('SET', KEYS[1], cost, 'PX', resetAfter + 1)
+      redis.call('SET', key, cost, 'PX', resetAfter + 1)
     else
-      redis.call('INCRBY', KEYS[1], cost)
+      redis.call('INCRBY', key, cost)
     end
-    count = count + cost
+    redis.call('PEXPIRE', key, resetAfter + 1, 'NX')
+    return limit - count - cost, resetAfter, 0
   end
-  redis.call('PEXPIRE', KEYS[1], resetAfter + 1, 'NX')
+  function d.keep() redis.call('PEXPIRE', key, resetAfter + 1, 'NX') end
+  return d
 end
-local retryAfter = 0
-if not allowed then retryAfter = resetAfter end
-if count == 0 then resetAfter = 0 end
-return {allowed and 1 or 0, math.max(0, limit - count), resetAfter, retryAfter, now}
+function ALG.fw.refund(key, cost)
+  local count = tonumber(redis.call('GET', key))
+  if not count or count == 0 then return false end
+  redis.call('SET', key, math.max(0, count - cost), 'KEEPTTL')
+  return true
+end
 `;
 
-const script = defineScript<number>('fixed-window', LUA, (now, [entry], [cost = 1, peek = 0, limit = 0, window = 1]) => {
-  const resetAfter = window - (now % window);
-  const stale = entry !== undefined && Math.abs(entry.ttlMs - resetAfter) > window / 2;
-  let count = entry && !stale ? entry.value : 0;
-  const allowed = count + cost <= limit;
-  let write;
-  if (!peek && allowed) {
-    count += cost;
-    write = { value: count, ttlMs: entry && !stale ? entry.ttlMs : resetAfter + 1 };
-  }
-  return {
-    reply: reply(allowed, limit - count, count === 0 ? 0 : resetAfter, allowed ? 0 : resetAfter, now),
-    writes: [write],
-  };
+const algorithm = defineAlgorithm<number>({
+  id: 'fw',
+  lua: LUA,
+  decide(now, entry, cost, [limit = 0, window = 1]) {
+    const resetAfter = window - (now % window);
+    const stale = entry !== undefined && Math.abs(entry.ttlMs - resetAfter) > window / 2;
+    const count = entry && !stale ? entry.value : 0;
+    return {
+      allowed: count + cost <= limit,
+      remaining: limit - count,
+      resetAfter: count > 0 ? resetAfter : 0,
+      retryAfter: count + cost <= limit ? 0 : resetAfter,
+      admit: () => ({
+        write: { value: count + cost, ttlMs: entry && !stale ? entry.ttlMs : resetAfter + 1 },
+        remaining: limit - count - cost,
+        resetAfter,
+        extra: 0,
+      }),
+      keep: () => undefined,
+    };
+  },
+  refund(_now, entry, cost) {
+    if (!entry || entry.value === 0) return unchanged;
+    return { write: { value: Math.max(0, entry.value - cost), ttlMs: entry.ttlMs }, done: true };
+  },
 });
 
 /** A counter per window. Cheap and exact within a window; up to 2x the limit across a window's edge. */
@@ -74,13 +90,5 @@ export function fixedWindow(options: FixedWindowOptions): Policy {
   const o = optionsObject('fixedWindow', options);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
-  return {
-    algorithm: 'fixed-window',
-    name: policyName(o.name, 'fixed-window'),
-    limit,
-    windowMs,
-    script,
-    keySuffix: 'fw',
-    args: (cost, mode) => [cost, mode === 'peek' ? 1 : 0, limit, windowMs],
-  };
+  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, 'fixed-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

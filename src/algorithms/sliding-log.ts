@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
-import type { Policy } from '../core/types.js';
+import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineScript, reply } from './script.js';
+import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
 
 export interface SlidingLogOptions {
   /** Requests admitted in any window of this length. */
@@ -20,9 +20,8 @@ export const SLIDING_LOG_MAX_LIMIT = 10_000;
 type Member = readonly [score: number, id: number];
 
 /*
- * KEYS[1]  a sorted set: one member per admitted unit, scored by its admission time in ms
- * ARGV     cost, peek, limit, window ms
- * reply    allowed, remaining, resetAfterMs, retryAfterMs, now
+ * KEY  a sorted set: one member per admitted unit, scored by its admission time in ms
+ * p    limit, window ms
  *
  * Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
  * even when thousands arrive in one ms, and of equal length, so their lexical order is their
@@ -30,60 +29,74 @@ type Member = readonly [score: number, id: number];
  * so a server clock stepping back cannot reorder the log.
  */
 const LUA = `
-local limit = tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
-local cutoff = now - window
-if not peek then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cutoff) end
-local count = redis.call('ZCOUNT', KEYS[1], '(' .. cutoff, '+inf')
-local allowed = count + cost <= limit
-local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local newestAt = nil
-if count > 0 then newestAt = tonumber(newest[2]) end
-if allowed and not peek then
-  local id = now * 1000
-  newestAt = now
-  if newest[1] then
-    id = math.max(id, tonumber(newest[1]) + 1)
-    newestAt = math.max(now, tonumber(newest[2]))
+ALG.sl = {}
+function ALG.sl.decide(key, cost, now, p, peek)
+  local limit, window = p[1], p[2]
+  local cutoff = now - window
+  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
+  local count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
+  if count > 0 then d.reset = tonumber(newest[2]) + window - now end
+  if not d.allowed then
+    local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    d.retry = tonumber(leaving[2]) + window - now
   end
-  for i = 0, cost - 1 do
-    redis.call('ZADD', KEYS[1], newestAt, string.format('%d', id + i))
+  function d.admit()
+    local id, at = now * 1000, now
+    if newest[1] then
+      id = math.max(id, tonumber(newest[1]) + 1)
+      at = math.max(now, tonumber(newest[2]))
+    end
+    for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
+    local reset = at + window - now
+    redis.call('PEXPIRE', key, reset + 1)
+    return limit - count - cost, reset, 0
   end
-  count = count + cost
+  function d.keep()
+    if count > 0 then redis.call('PEXPIRE', key, d.reset + 1) end
+  end
+  return d
 end
-local resetAfter = 0
-if newestAt then resetAfter = newestAt + window - now end
-local retryAfter = 0
-if not allowed then
-  local leaving = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-  retryAfter = tonumber(leaving[2]) + window - now
+function ALG.sl.refund(key, cost)
+  return #redis.call('ZPOPMAX', key, cost) > 0
 end
-if not peek and count > 0 then redis.call('PEXPIRE', KEYS[1], resetAfter + 1) end
-return {allowed and 1 or 0, math.max(0, limit - count), resetAfter, retryAfter, now}
 `;
 
-const script = defineScript<Member[]>('sliding-log', LUA, (now, [entry], [cost = 1, peek = 0, limit = 0, window = 1]) => {
-  const cutoff = now - window;
-  const all = entry?.value ?? [];
-  const inWindow = all.filter(([score]) => score > cutoff);
-  let count = inWindow.length;
-  const allowed = count + cost <= limit;
-  const newest = all.at(-1);
-  let newestAt = count > 0 ? newest?.[0] : undefined;
-  let log = peek ? all : inWindow;
-  if (allowed && !peek) {
-    newestAt = Math.max(now, newest?.[0] ?? now);
-    const firstId = Math.max(now * 1000, newest ? newest[1] + 1 : 0);
-    log = [...inWindow];
-    for (let i = 0; i < cost; i++) log.push([newestAt, firstId + i]);
-    count += cost;
-  }
-  const resetAfter = newestAt === undefined ? 0 : newestAt + window - now;
-  const leaving = allowed ? undefined : inWindow[count + cost - limit - 1];
-  const retryAfter = leaving ? leaving[0] + window - now : 0;
-  let write;
-  if (!peek) write = count > 0 ? { value: log, ttlMs: resetAfter + 1 } : null;
-  return { reply: reply(allowed, limit - count, resetAfter, retryAfter, now), writes: [write] };
+const algorithm = defineAlgorithm<Member[]>({
+  id: 'sl',
+  lua: LUA,
+  decide(now, entry, cost, [limit = 0, window = 1], peek) {
+    const cutoff = now - window;
+    const all = entry?.value ?? [];
+    const log = all.filter(([score]) => score > cutoff);
+    const count = log.length;
+    // As in Lua: after pruning, the newest member is the newest of the window.
+    const newest = peek ? all.at(-1) : log.at(-1);
+    const allowed = count + cost <= limit;
+    const leaving = allowed ? undefined : log[count + cost - limit - 1];
+    const resetAfter = count > 0 && newest ? newest[0] + window - now : 0;
+    const pruned = (value: Member[]): Entry<Member[]> | null => (value.length > 0 ? { value, ttlMs: resetAfter + 1 } : null);
+    return {
+      allowed,
+      remaining: limit - count,
+      resetAfter,
+      retryAfter: leaving ? leaving[0] + window - now : 0,
+      admit() {
+        const at = Math.max(now, newest?.[0] ?? now);
+        const firstId = Math.max(now * 1000, newest ? newest[1] + 1 : 0);
+        const added = Array.from({ length: cost }, (_, i): Member => [at, firstId + i]);
+        const reset = at + window - now;
+        return { write: { value: [...log, ...added], ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: 0 };
+      },
+      keep: () => pruned(log),
+    };
+  },
+  refund(_now, entry, cost) {
+    if (!entry || entry.value.length === 0) return unchanged;
+    const kept = entry.value.slice(0, Math.max(0, entry.value.length - cost));
+    return { write: kept.length > 0 ? { value: kept, ttlMs: entry.ttlMs } : null, done: true };
+  },
 });
 
 /** One entry per admitted request: exact over any window; memory grows with the limit. */
@@ -91,13 +104,5 @@ export function slidingLog(options: SlidingLogOptions): Policy {
   const o = optionsObject('slidingLog', options);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
-  return {
-    algorithm: 'sliding-log',
-    name: policyName(o.name, 'sliding-log'),
-    limit,
-    windowMs,
-    script,
-    keySuffix: 'sl',
-    args: (cost, mode) => [cost, mode === 'peek' ? 1 : 0, limit, windowMs],
-  };
+  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, 'sliding-log'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

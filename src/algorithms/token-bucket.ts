@@ -1,8 +1,8 @@
 import { MAX_DURATION_MS } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
-import type { Policy } from '../core/types.js';
+import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveFinite, positiveInteger } from '../core/validate.js';
-import { defineScript, reply } from './script.js';
+import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
 
 export interface TokenBucketOptions {
   /** The most tokens the bucket holds: the largest burst. A new bucket starts full. */
@@ -19,51 +19,76 @@ interface Bucket {
 }
 
 /*
- * KEYS[1]  a hash: tokens (a float, written with %.17g so it reads back exactly) and ts (ms)
- * ARGV     cost, peek, capacity, refill per second
- * reply    allowed, remaining, resetAfterMs, retryAfterMs, now
+ * KEY  a hash: tokens (a float, written with %.17g so it reads back exactly) and ts (ms)
+ * p    capacity, refill per second
  *
  * A missing key is a full bucket, so the key may expire once the bucket would be full again.
- * A denied call writes no tokens (the stored state already implies the refill) but refreshes the
- * TTL, so a key that lost its TTL gets it back.
+ * A call that is not counted writes no tokens (the stored state already implies the refill) but
+ * refreshes the TTL, so a key that lost its TTL gets it back.
  */
 const LUA = `
-local capacity = tonumber(ARGV[3])
-local rate = tonumber(ARGV[4]) / 1000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = capacity
-if state[1] then
-  tokens = math.min(capacity, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate)
+ALG.tb = {}
+local function tb_tokens(key, now, capacity, rate)
+  local state = redis.call('HMGET', key, 'tokens', 'ts')
+  if not state[1] then return capacity, false end
+  return math.min(capacity, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate), true
 end
-local allowed = tokens >= cost
-if allowed and not peek then
-  tokens = tokens - cost
-  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', now)
+function ALG.tb.decide(key, cost, now, p)
+  local capacity, rate = p[1], p[2] / 1000
+  local tokens, exists = tb_tokens(key, now, capacity, rate)
+  local d = { allowed = tokens >= cost, remaining = math.floor(tokens), reset = math.ceil((capacity - tokens) / rate), retry = 0 }
+  if not d.allowed then d.retry = math.ceil((cost - tokens) / rate) end
+  function d.admit()
+    local left = tokens - cost
+    local reset = math.ceil((capacity - left) / rate)
+    redis.call('HSET', key, 'tokens', string.format('%.17g', left), 'ts', now)
+    redis.call('PEXPIRE', key, reset + 1)
+    return math.floor(left), reset, 0
+  end
+  function d.keep()
+    if exists then redis.call('PEXPIRE', key, d.reset + 1) end
+  end
+  return d
 end
-local resetAfter = math.ceil((capacity - tokens) / rate)
-local retryAfter = 0
-if not allowed then retryAfter = math.ceil((cost - tokens) / rate) end
-if not peek and (allowed or state[1]) then redis.call('PEXPIRE', KEYS[1], resetAfter + 1) end
-return {allowed and 1 or 0, math.floor(tokens), resetAfter, retryAfter, now}
+function ALG.tb.refund(key, cost, now, p)
+  local capacity = p[1]
+  local tokens, exists = tb_tokens(key, now, capacity, p[2] / 1000)
+  if not exists or tokens >= capacity then return false end
+  redis.call('HSET', key, 'tokens', string.format('%.17g', math.min(capacity, tokens + cost)), 'ts', now)
+  return true
+end
 `;
 
-const script = defineScript<Bucket>('token-bucket', LUA, (now, [entry], [cost = 1, peek = 0, capacity = 0, perSecond = 0]) => {
-  const rate = perSecond / 1000;
-  let tokens = capacity;
-  if (entry) tokens = Math.min(capacity, entry.value.tokens + Math.max(0, now - entry.value.at) * rate);
-  const allowed = tokens >= cost;
-  let write;
-  if (allowed && !peek) {
-    tokens -= cost;
-    write = { tokens, at: now };
-  }
-  const resetAfter = Math.ceil((capacity - tokens) / rate);
-  const retryAfter = allowed ? 0 : Math.ceil((cost - tokens) / rate);
-  const kept = write ?? entry?.value;
-  return {
-    reply: reply(allowed, Math.floor(tokens), resetAfter, retryAfter, now),
-    writes: [!peek && kept ? { value: kept, ttlMs: resetAfter + 1 } : undefined],
-  };
+function tokensAt(now: number, entry: Entry<Bucket> | undefined, capacity: number, rate: number): number {
+  if (!entry) return capacity;
+  return Math.min(capacity, entry.value.tokens + Math.max(0, now - entry.value.at) * rate);
+}
+
+const algorithm = defineAlgorithm<Bucket>({
+  id: 'tb',
+  lua: LUA,
+  decide(now, entry, cost, [capacity = 0, perSecond = 0]) {
+    const rate = perSecond / 1000;
+    const tokens = tokensAt(now, entry, capacity, rate);
+    const resetAfter = Math.ceil((capacity - tokens) / rate);
+    return {
+      allowed: tokens >= cost,
+      remaining: Math.floor(tokens),
+      resetAfter,
+      retryAfter: tokens >= cost ? 0 : Math.ceil((cost - tokens) / rate),
+      admit() {
+        const left = tokens - cost;
+        const reset = Math.ceil((capacity - left) / rate);
+        return { write: { value: { tokens: left, at: now }, ttlMs: reset + 1 }, remaining: Math.floor(left), resetAfter: reset, extra: 0 };
+      },
+      keep: () => (entry ? { value: entry.value, ttlMs: resetAfter + 1 } : undefined),
+    };
+  },
+  refund(now, entry, cost, [capacity = 0, perSecond = 0]) {
+    const tokens = tokensAt(now, entry, capacity, perSecond / 1000);
+    if (!entry || tokens >= capacity) return unchanged;
+    return { write: { value: { tokens: Math.min(capacity, tokens + cost), at: now }, ttlMs: entry.ttlMs }, done: true };
+  },
 });
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
@@ -75,13 +100,10 @@ export function tokenBucket(options: TokenBucketOptions): Policy {
   if (windowMs > MAX_DURATION_MS) {
     throw new InvalidOptionError('refillPerSecond', refillPerSecond, `fast enough to refill ${capacity} tokens within 366 days`);
   }
-  return {
+  return definePolicy({
     algorithm: 'token-bucket',
     name: policyName(o.name, 'token-bucket'),
     limit: capacity,
     windowMs,
-    script,
-    keySuffix: 'tb',
-    args: (cost, mode) => [cost, mode === 'peek' ? 1 : 0, capacity, refillPerSecond],
-  };
+    maxCost: capacity }, algorithm, [capacity, refillPerSecond]);
 }

@@ -73,7 +73,7 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
   try {
     let last = await perMinute.limit(key);
     for (let i = 1; i < 7; i++) last = await perMinute.limit(key);
-    const response = rateLimitResponse(last, perMinute.policy);
+    const response = rateLimitResponse(last);
     print(`${response.status} ${response.statusText}`);
     print(`Retry-After: ${response.headers['Retry-After'] ?? '(none)'} | remaining ${last.remaining}`);
 

@@ -1,4 +1,4 @@
-import { InvalidOptionError } from './errors.js';
+import { InvalidArgumentError, InvalidOptionError } from './errors.js';
 
 /** A duration: whole milliseconds, or a string such as '250ms', '1s', '1.5m', '1h', '1d'. */
 export type Duration = number | `${number}${DurationUnit}`;
@@ -11,20 +11,21 @@ export const MAX_DURATION_MS = 366 * UNIT_MS.d;
 
 /**
  * Parses a duration option into whole milliseconds, or throws InvalidOptionError naming the option.
- * `minMs` lets a caller demand more than one millisecond where Redis's expiry resolution requires it.
+ * `minMs` lets a caller demand more than one millisecond where Redis's expiry resolution requires it;
+ * `Invalid` is the error to throw: InvalidArgumentError for a call's argument.
  */
-export function parseDuration(option: string, value: unknown, minMs = 1): number {
+export function parseDuration(option: string, value: unknown, minMs = 1, Invalid: typeof InvalidOptionError | typeof InvalidArgumentError = InvalidOptionError): number {
   const expected = `a duration of at least ${minMs} ms and at most 366 days: whole milliseconds or a string such as '250ms', '1s', '1m', '1h', '1d'`;
   let ms: number;
   if (typeof value === 'number') {
     ms = value;
   } else if (typeof value === 'string') {
     const match = DURATION.exec(value.trim());
-    if (!match) throw new InvalidOptionError(option, value, expected);
+    if (!match) throw new Invalid(option, value, expected);
     ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit];
   } else {
-    throw new InvalidOptionError(option, value, expected);
+    throw new Invalid(option, value, expected);
   }
-  if (!Number.isInteger(ms) || ms < minMs || ms > MAX_DURATION_MS) throw new InvalidOptionError(option, value, expected);
+  if (!Number.isInteger(ms) || ms < minMs || ms > MAX_DURATION_MS) throw new Invalid(option, value, expected);
   return ms;
 }

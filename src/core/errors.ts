@@ -10,6 +10,7 @@ export type SluiceErrorCode =
   | 'SLUICE_INVALID_OPTION'
   | 'SLUICE_INVALID_ARGUMENT'
   | 'SLUICE_COST_EXCEEDS_LIMIT'
+  | 'SLUICE_WRONG_METHOD'
   | 'SLUICE_STORE_ERROR';
 
 export abstract class SluiceError extends Error {
@@ -65,6 +66,15 @@ export class CostExceedsLimitError extends SluiceError {
   ) {
     super(`sluice: a cost of ${cost} can never be admitted by a policy whose limit is ${limit}`);
     this.name = 'CostExceedsLimitError';
+  }
+}
+
+/** A call that the limiter's policies do not support: limit() on a concurrency policy, acquire() without one. */
+export class WrongMethodError extends SluiceError {
+  readonly code = 'SLUICE_WRONG_METHOD';
+  constructor(message: string) {
+    super(`sluice: ${message}`);
+    this.name = 'WrongMethodError';
   }
 }
 

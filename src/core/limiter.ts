@@ -1,32 +1,66 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../stores/store.js';
-import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError } from './errors.js';
+import { parseDuration, type Duration } from './duration.js';
+import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
-import type { Decision, Mode, Policy, Reply } from './types.js';
-import { optionsObject } from './validate.js';
+import { scriptArgs, scriptFor, type Call, type Op } from './script.js';
+import type { Decision, Policy, PolicyDecision, Reply } from './types.js';
+import { optionsObject, positiveInteger } from './validate.js';
 
 export interface LimiterOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
   store: Store;
-  /** What is allowed: fixedWindow(), slidingLog() or tokenBucket(). */
-  policy: Policy;
+  /** What is allowed: one policy, or several decided together (admitted only if all admit). */
+  policy: Policy | readonly Policy[];
   /** Namespaces this limiter's keys (default 'sluice'). No braces or spaces. */
   prefix?: string;
+  /** Dry run: decide and count as usual, but always allow, marking would-be denials `shadowDenied`. */
+  shadow?: boolean;
+  /** The penalty box: after `after` denials in a row, block the key for `block`. */
+  penalty?: { after: number; block: Duration };
 }
 
 export interface LimitOptions {
   /** How many units this request uses (default 1). A whole number from 1 to the policy's limit. */
   cost?: number;
+  /** Decide this call under other policies (a paid tier, a dynamic limit); the key's state is shared. */
+  policy?: Policy | readonly Policy[];
+}
+
+export interface WaitOptions extends LimitOptions {
+  /** Give up (resolve with the denial) when the wait would end later than this. Default: no limit. */
+  timeout?: Duration;
+  /** Aborting rejects the wait with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** A slot taken by acquire() under a concurrency policy. */
+export interface Lease extends Decision {
+  /** Gives the slot back. Resolves false if it was not held (already released, expired, or denied). */
+  release(): Promise<boolean>;
+  /** Holds the slot for `ms` more from now (default: the policy's leaseMs). False if no longer held. */
+  extend(ms?: Duration): Promise<boolean>;
 }
 
 export interface Limiter {
+  readonly policies: readonly Policy[];
+  /** The first policy (the only one, for most limiters). */
   readonly policy: Policy;
   readonly prefix: string;
   /** Decides one request and counts it if admitted. Resolves whether allowed or denied. */
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
-  peek(key: string): Promise<Decision>;
-  /** Forgets this key's state. */
+  peek(key: string, options?: Pick<LimitOptions, 'policy'>): Promise<Decision>;
+  /** Forgets this key's state, blocks included. */
   reset(key: string): Promise<void>;
+  /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
+  refund(key: string, cost?: number, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
+  /** Denies every request of this key for `duration`, without touching its counters. */
+  block(key: string, duration: Duration): Promise<void>;
+  /** Waits exactly as long as the limit demands, then takes the units; see WaitOptions. */
+  waitFor(key: string, options?: WaitOptions): Promise<Decision>;
+  /** Takes a slot of the limiter's concurrency policy; release it when the work is done. */
+  acquire(key: string, options?: LimitOptions): Promise<Lease>;
 }
 
 function isStore(value: unknown): value is Store {
@@ -34,49 +68,169 @@ function isStore(value: unknown): value is Store {
 }
 
 function isPolicy(value: unknown): value is Policy {
-  return typeof value === 'object' && value !== null && typeof (value as Policy).script === 'object' && typeof (value as Policy).args === 'function';
+  return typeof value === 'object' && value !== null && typeof (value as Policy).kind === 'object' && Array.isArray((value as Policy).params);
 }
 
-function validCost(options: LimitOptions | undefined, limit: number): number {
-  if (options === undefined) return 1;
-  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', options, 'an object such as { cost: 2 }');
-  const cost = options.cost ?? 1;
-  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1) {
-    throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+function policyList(value: unknown, Invalid: typeof InvalidOptionError | typeof InvalidArgumentError): readonly Policy[] {
+  const list = Array.isArray(value) ? (value as unknown[]) : [value];
+  if (list.length === 0 || !list.every(isPolicy)) {
+    throw new Invalid('policy', value, 'a policy such as fixedWindow({ limit: 5, window: "1s" }), or a non-empty array of them');
   }
-  if (cost > limit) throw new CostExceedsLimitError(cost, limit);
+  return list;
+}
+
+function validCost(cost: unknown, policies: readonly Policy[]): number {
+  if (cost === undefined) return 1;
+  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+  const tightest = Math.min(...policies.map((p) => p.maxCost));
+  if (cost > tightest) throw new CostExceedsLimitError(cost, tightest);
   return cost;
 }
 
-function decision([allowed, remaining, resetAfterMs, retryAfterMs]: Reply, limit: number): Decision {
-  return { allowed: allowed === 1, limit, remaining, resetAfterMs, retryAfterMs };
+function callOptions<T extends object>(value: T | undefined): Partial<T> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null) throw new InvalidArgumentError('options', value, 'an object such as { cost: 2 }');
+  return value;
 }
 
-/** Ties a policy, a store and a key prefix together. Bad options throw here, not on the first request. */
+/** Each policy's numbers, and the decision: the policy that denies longest, or the one with least room. */
+function decide(reply: Reply, policies: readonly Policy[]): Decision {
+  const allowed = reply[0] === 1;
+  const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
+    const at = 3 + i * 5;
+    return {
+      name: policy.name,
+      algorithm: policy.algorithm,
+      limit: policy.limit,
+      windowMs: policy.windowMs,
+      allowed: reply[at] === 1,
+      remaining: reply[at + 1] ?? 0,
+      resetAfterMs: reply[at + 2] ?? 0,
+      retryAfterMs: reply[at + 3] ?? 0,
+    };
+  });
+  let tightest = perPolicy[0] as PolicyDecision;
+  for (const p of perPolicy) {
+    if (allowed ? p.remaining < tightest.remaining : p.retryAfterMs > tightest.retryAfterMs) tightest = p;
+  }
+  const blockedForMs = reply[2] ?? 0;
+  return {
+    allowed,
+    limit: tightest.limit,
+    remaining: tightest.remaining,
+    resetAfterMs: tightest.resetAfterMs,
+    retryAfterMs: allowed ? 0 : tightest.retryAfterMs,
+    policies: perPolicy,
+    ...(blockedForMs > 0 && { blockedForMs }),
+  };
+}
+
+/** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
 export function createLimiter(options: LimiterOptions): Limiter {
   const o = optionsObject('createLimiter', options);
   if (!isStore(o.store)) throw new InvalidOptionError('store', o.store, 'a store: redisStore(client) or memoryStore()');
-  if (!isPolicy(o.policy)) throw new InvalidOptionError('policy', o.policy, 'a policy: fixedWindow(), slidingLog() or tokenBucket()');
   const store = o.store;
-  const policy = o.policy;
+  const policies = policyList(o.policy, InvalidOptionError);
   const prefix = validPrefix(o.prefix);
-
-  async function run(key: string, cost: number, mode: Mode): Promise<Decision> {
-    const reply = await store.run(policy.script, [storageKey(prefix, key, policy.keySuffix)], policy.args(cost, mode));
-    return decision(reply, policy.limit);
+  if (o.shadow !== undefined && typeof o.shadow !== 'boolean') throw new InvalidOptionError('shadow', o.shadow, 'true or false');
+  const shadow = o.shadow === true;
+  let penalty = { strikes: 0, blockMs: 0 };
+  if (o.penalty !== undefined) {
+    const p = optionsObject('penalty', o.penalty);
+    penalty = { strikes: positiveInteger('penalty.after', p.after), blockMs: parseDuration('penalty.block', p.block) };
   }
 
-  return {
-    policy,
+  // The block and strikes keys come first; then one key per policy, by its place in the list, so a
+  // per-call override (a tier) shares the state of the limiter's own policies.
+  const keysOf = (key: string, list: readonly Policy[]) => [
+    storageKey(prefix, key, 'blk'),
+    storageKey(prefix, key, 'str'),
+    ...list.map((policy, i) => storageKey(prefix, key, i === 0 ? policy.kind.id : `${policy.kind.id}${i}`)),
+  ];
+
+  function run(key: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
+    const call: Call = { op, cost, target, ms, penalty, policies: list };
+    return store.run(scriptFor(list.map((p) => p.kind)), keysOf(key, list), scriptArgs(call));
+  }
+
+  function policiesFor(value: unknown): readonly Policy[] {
+    return value === undefined ? policies : policyList(value, InvalidArgumentError);
+  }
+
+  async function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<{ decision: Decision; reply: Reply; list: readonly Policy[]; cost: number }> {
+    const k = validKey(key);
+    const { cost: rawCost, policy } = callOptions(options);
+    const list = policiesFor(policy);
+    const cost = validCost(rawCost, list);
+    if (leases !== list.some((p) => p.algorithm === 'concurrency')) {
+      throw new WrongMethodError(leases ? 'acquire() needs a concurrency policy' : 'a concurrency policy takes slots with acquire(), which returns a lease to release');
+    }
+    const reply = await run(k, list, 'limit', cost);
+    const decision = decide(reply, list);
+    if (!shadow) return { decision, reply, list, cost };
+    return { decision: { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed }, reply, list, cost };
+  }
+
+  const limiter: Limiter = {
+    policies,
+    policy: policies[0] as Policy,
     prefix,
     async limit(key, limitOptions) {
-      return run(validKey(key), validCost(limitOptions, policy.limit), 'consume');
+      return (await consume(key, limitOptions, false)).decision;
     },
-    async peek(key) {
-      return run(validKey(key), 1, 'peek');
+    async peek(key, peekOptions) {
+      const k = validKey(key);
+      const list = policiesFor(callOptions(peekOptions).policy);
+      return decide(await run(k, list, 'peek'), list);
     },
     async reset(key) {
-      await store.delete([storageKey(prefix, validKey(key), policy.keySuffix)]);
+      await store.delete(keysOf(validKey(key), policies));
+    },
+    async refund(key, cost = 1, refundOptions) {
+      const k = validKey(key);
+      const list = policiesFor(callOptions(refundOptions).policy);
+      if (!Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+      return (await run(k, list, 'refund', cost))[0] === 1;
+    },
+    async block(key, duration) {
+      const k = validKey(key);
+      await run(k, policies, 'block', 1, parseDuration('duration', duration, 1, InvalidArgumentError));
+    },
+    async waitFor(key, waitOptions) {
+      const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
+      const timeoutMs = timeout === undefined ? Infinity : parseDuration('timeout', timeout, 1, InvalidArgumentError);
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', signal, 'an AbortSignal');
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        signal?.throwIfAborted();
+        const decision = await limiter.limit(key, limitOptions);
+        if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
+        await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
+      }
+    },
+    async acquire(key, acquireOptions) {
+      const { decision, reply, list, cost } = await consume(key, acquireOptions, true);
+      const keys = keysOf(key, list);
+      // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
+      const held = list.flatMap((policy, i) => {
+        const id = reply[3 + i * 5 + 4] ?? 0;
+        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, keys: [keys[0], keys[1], keys[2 + i]] as string[] }] : [];
+      });
+      const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
+        const replies = await Promise.all(
+          held.map(({ policy, id, keys }) => store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }))),
+        );
+        return replies.some((r) => r[0] === 1);
+      };
+      return {
+        ...decision,
+        release: () => onEach('release', () => 0),
+        async extend(ms?: Duration) {
+          const extendMs = ms === undefined ? undefined : parseDuration('ms', ms, 1, InvalidArgumentError);
+          return onEach('extend', (policy) => extendMs ?? policy.windowMs);
+        },
+      };
     },
   };
+  return limiter;
 }

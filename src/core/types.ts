@@ -1,3 +1,5 @@
+import type { Algorithm } from '../algorithms/algorithm.js';
+
 /** The answer to one request. Being denied is a decision, not an error. */
 export interface Decision {
   /** Whether the request is admitted (and was counted). */
@@ -10,13 +12,39 @@ export interface Decision {
   readonly resetAfterMs: number;
   /** 0 when allowed; when denied, the milliseconds until the same request would be admitted. */
   readonly retryAfterMs: number;
+  /**
+   * Each policy's own numbers, in the limiter's order (one item for a single policy). The fields
+   * above are those of the policy that decided: when denied, the one that denies longest; when
+   * allowed, the one with the least room left.
+   */
+  readonly policies: readonly PolicyDecision[];
+  /** Present when the key is blocked (block() or the penalty box): for how much longer, in ms. */
+  readonly blockedForMs?: number;
+  /** Present in shadow mode (dry run): `allowed` is always true there. */
+  readonly shadow?: true;
+  /** In shadow mode: whether the request would have been denied. */
+  readonly shadowDenied?: boolean;
+}
+
+/** One policy's part in a decision. */
+export interface PolicyDecision {
+  readonly name: string;
+  readonly algorithm: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Whether this policy alone would admit the request. */
+  readonly allowed: boolean;
+  readonly remaining: number;
+  readonly resetAfterMs: number;
+  readonly retryAfterMs: number;
 }
 
 /**
- * What a script replies, in Redis and in memory alike:
- * [allowed (1|0), remaining, resetAfterMs, retryAfterMs, now (the server's time in ms)].
+ * What the composite script replies, in Redis and in memory alike:
+ * [allowed (1|0), now (the server's time in ms), blocked for ms (0 if not blocked),
+ *  then five numbers per policy: allowed, remaining, resetAfterMs, retryAfterMs, extra (a lease id)].
  */
-export type Reply = readonly [number, number, number, number, number];
+export type Reply = readonly number[];
 
 /** One key's state as a twin sees it: its value and, like PTTL, the milliseconds it has left. */
 export interface Entry<V> {
@@ -27,39 +55,39 @@ export interface Entry<V> {
 /** What a twin does to one key: keep it (undefined), delete it (null) or write it with a TTL. */
 export type Write<V> = Entry<V> | null | undefined;
 
+/** A script argument: what Redis receives as ARGV. */
+export type Arg = string | number;
+
 /**
- * One atomic step, twice: `lua` runs inside Redis, `twin` is the same decision in TypeScript.
+ * One atomic step, twice: `lua` runs inside Redis, `twin` is the same step in TypeScript.
  * The twin takes the time as an argument and returns what it writes instead of writing, so the
  * memory store can apply it and tests can drive it with any clock.
  */
-export interface Script<V = unknown> {
+export interface Script {
   readonly name: string;
   readonly lua: string;
   /** SHA1 of `lua`, for EVALSHA. */
   readonly sha: string;
-  twin(now: number, entries: readonly (Entry<V> | undefined)[], args: readonly number[]): {
+  twin(now: number, entries: readonly (Entry<unknown> | undefined)[], args: readonly Arg[]): {
     reply: Reply;
-    writes: readonly Write<V>[];
+    writes: readonly Write<unknown>[];
   };
 }
 
-/** Whether a step counts the request or only reports what would happen. */
-export type Mode = 'consume' | 'peek';
-
-/** What is allowed: built by fixedWindow(), slidingLog(), tokenBucket(). */
+/** What is allowed: built by fixedWindow(), slidingLog(), tokenBucket(), gcra(), slidingWindow(), concurrency(). */
 export interface Policy {
   /** The algorithm, e.g. 'fixed-window'. */
   readonly algorithm: string;
   /** The policy's name in RateLimit-Policy and RateLimit headers. */
   readonly name: string;
-  /** The most admitted at once: the window's limit or the bucket's capacity. */
+  /** The quota: requests per window (a bucket's capacity, a concurrency limit). */
   readonly limit: number;
-  /** The quota's window in ms (for a token bucket: the time to refill from empty to full). */
+  /** The quota's window in ms (a token bucket: the time to refill from empty to full). */
   readonly windowMs: number;
-  /** The step that decides a request; internal to sluice and its stores. */
-  readonly script: Script;
-  /** Tells apart the keys of different algorithms under one prefix. */
-  readonly keySuffix: string;
-  /** ARGV for the script: [cost, peek (1|0), ...this policy's parameters]. */
-  args(cost: number, mode: Mode): readonly number[];
+  /** The largest cost that can ever be admitted. */
+  readonly maxCost: number;
+  /** The algorithm's Lua and twin; internal to sluice. */
+  readonly kind: Algorithm;
+  /** The numeric parameters the algorithm receives; internal to sluice. */
+  readonly params: readonly number[];
 }

@@ -1,5 +1,5 @@
 import { InvalidOptionError } from '../core/errors.js';
-import type { Reply, Script } from '../core/types.js';
+import type { Arg, Reply, Script } from '../core/types.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
 import type { Store } from './store.js';
 
@@ -71,7 +71,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     get size() {
       return slots.size;
     },
-    run(script: Script, keys: readonly string[], args: readonly number[]): Promise<Reply> {
+    run(script: Script, keys: readonly string[], args: readonly Arg[]): Promise<Reply> {
       const time = now();
       sweepSome(time);
       const { reply, writes } = script.twin(

@@ -62,8 +62,8 @@ function isNoScript(error: unknown): boolean {
 }
 
 function toReply(raw: unknown, script: Script): Reply {
-  if (Array.isArray(raw) && raw.length === 5 && raw.every((n) => typeof n === 'number')) return raw as unknown as Reply;
-  throw new StoreError(`script ${script.name} replied ${JSON.stringify(raw)}, not five integers`);
+  if (Array.isArray(raw) && raw.length >= 3 && raw.every((n) => typeof n === 'number')) return raw as Reply;
+  throw new StoreError(`script ${script.name} replied ${JSON.stringify(raw)}, not a list of integers`);
 }
 
 function storeError(error: unknown): StoreError {

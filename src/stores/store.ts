@@ -1,4 +1,4 @@
-import type { Reply, Script } from '../core/types.js';
+import type { Arg, Reply, Script } from '../core/types.js';
 
 /**
  * Where state lives. A store runs a script's atomic step on some keys and knows nothing about
@@ -6,7 +6,7 @@ import type { Reply, Script } from '../core/types.js';
  */
 export interface Store {
   /** Runs one atomic step. Rejects with a StoreError when the store fails. */
-  run(script: Script, keys: readonly string[], args: readonly number[]): Promise<Reply>;
+  run(script: Script, keys: readonly string[], args: readonly Arg[]): Promise<Reply>;
   /** Forgets these keys. */
   delete(keys: readonly string[]): Promise<void>;
 }

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { memoryStore, redisStore } from '../../src/index.js';
-import type { Policy, Reply } from '../../src/core/types.js';
+import { concurrency, memoryStore, redisStore, type Policy } from '../../src/index.js';
+import { storageKey } from '../../src/core/keys.js';
+import { scriptArgs, scriptFor, type Op } from '../../src/core/script.js';
+import type { Reply } from '../../src/core/types.js';
 import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 
@@ -18,32 +20,50 @@ function random(seed: number): () => number {
 }
 
 /**
- * Runs one sequence of (pause, cost, mode) through the Lua script in Redis, then each step through
- * the TypeScript twin at the very time Redis used (the reply's last field), and compares replies.
+ * Runs one random sequence of calls (limit with a cost, peek, refund; release and extend of the
+ * leases taken) through the script in Redis, then each call through the TypeScript twins at the
+ * very time Redis used (the reply's second field), and demands equal replies.
  */
-async function compare(policy: Policy, seed: number, steps: number): Promise<void> {
+async function compare(policies: readonly Policy[], seed: number, steps: number, penalty = { strikes: 0, blockMs: 0 }): Promise<void> {
   let now = 0;
   const twin = memoryStore({ now: () => now });
   const lua = redisStore(harness.redis);
-  const key = `${uniquePrefix()}:{k}:${policy.keySuffix}`;
+  const prefix = uniquePrefix();
+  const keys = [storageKey(prefix, 'k', 'blk'), storageKey(prefix, 'k', 'str'), ...policies.map((p, i) => storageKey(prefix, 'k', `${p.kind.id}${i}`))];
+  const script = scriptFor(policies.map((p) => p.kind));
   const next = random(seed);
+  const leases: number[] = [];
   for (let step = 0; step < steps; step++) {
-    await sleep(Math.floor(next() * 60));
+    await sleep(Math.floor(next() * 40));
+    const roll = next();
     const cost = 1 + Math.floor(next() * 3);
-    const mode = next() < 0.2 ? 'peek' : 'consume';
-    const args = policy.args(mode === 'peek' ? 1 : cost, mode);
-    const fromRedis: Reply = await lua.run(policy.script, [key], args);
-    now = fromRedis[4];
-    const fromTwin = await twin.run(policy.script, [key], args);
-    assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${mode}, cost ${cost}) at ${now}`);
+    const lease = leases.length > 0 && roll > 0.8 ? leases.splice(Math.floor(next() * leases.length), 1)[0] : undefined;
+    const op: Op = lease !== undefined ? (roll > 0.9 ? 'extend' : 'release') : roll < 0.15 ? 'peek' : roll < 0.25 ? 'refund' : 'limit';
+    const args = scriptArgs({ op, cost: op === 'peek' ? 1 : cost, target: lease ?? 0, ms: 150, penalty, policies });
+    const fromRedis: Reply = await lua.run(script, keys, args);
+    now = fromRedis[1] ?? 0;
+    const fromTwin = await twin.run(script, keys, args);
+    assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${cost}) at ${now}`);
+    if (op === 'limit') {
+      for (let i = 0; i < policies.length; i++) if ((fromRedis[3 + i * 5 + 4] ?? 0) > 0) leases.push(fromRedis[3 + i * 5 + 4] ?? 0);
+    }
   }
 }
 
-describe('parity: the Lua script and its TypeScript twin decide alike', { concurrency: true }, () => {
-  for (const algorithm of algorithms) {
-    it(`${algorithm.name}: a random sequence of pauses, costs and peeks`, async () => {
+describe('parity: the Lua scripts and their TypeScript twins decide alike', { concurrency: true }, () => {
+  for (const [i, algorithm] of algorithms.entries()) {
+    it(`${algorithm.name}: a random sequence of pauses, costs, peeks and refunds`, async () => {
       // A short window, so the sequence crosses many windows and refills.
-      await compare(algorithm.policy(5, 250), 1 + algorithm.name.length, 120);
+      await compare([algorithm.policy(5, 250)], 11 + i, 120);
     });
   }
+
+  it('concurrency: acquisitions, releases and extensions of leases', async () => {
+    await compare([concurrency({ limit: 4, leaseMs: 200 })], 7, 150);
+  });
+
+  it('several policies in one step, with the penalty box', async () => {
+    const policies = [...algorithms.map((a) => a.policy(6, 300)), concurrency({ limit: 5, leaseMs: 250 })];
+    await compare(policies, 3, 150, { strikes: 3, blockMs: 120 });
+  });
 });

@@ -1,0 +1,51 @@
+import type { Entry, Policy, Write } from '../core/types.js';
+
+/**
+ * What one policy says of one request before anything is written. The composite script asks every
+ * policy of a limiter first, then admits the request in all of them or in none.
+ */
+export interface Step<V> {
+  readonly allowed: boolean;
+  /** Requests of cost 1 that would be admitted now, before this one is counted (may be negative). */
+  readonly remaining: number;
+  readonly resetAfter: number;
+  readonly retryAfter: number;
+  /** Counts the request: what to write, and the state after it. `extra` is a lease id, or 0. */
+  admit(): { write: Write<V>; remaining: number; resetAfter: number; extra: number };
+  /** The request is not counted here (denied by this or another policy): only keep the TTL healthy. */
+  keep(): Write<V>;
+}
+
+/**
+ * An algorithm, twice: Lua that runs inside Redis and a TypeScript twin for the memory store,
+ * side by side in one file. The Lua defines `ALG.<id>` with the same functions as the twin:
+ *
+ *   ALG.<id>.decide(key, cost, now, p, peek) -> a table { allowed, remaining, reset, retry,
+ *                                              admit() -> remaining, reset, extra; keep() }
+ *   ALG.<id>.refund(key, cost, now, p)       -> true if it gave anything back
+ *   ALG.<id>.release(key, cost, now, p, id)  -> true if the lease was held (concurrency only)
+ *   ALG.<id>.extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
+ *
+ * `p` holds the policy's numeric parameters; `now` is the Redis server's time in ms.
+ */
+export interface Algorithm<V = unknown> {
+  /** Names the Lua table and suffixes the Redis key: short, [a-z]. */
+  readonly id: string;
+  readonly lua: string;
+  decide(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], peek: boolean): Step<V>;
+  refund(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[]): { write: Write<V>; done: boolean };
+  release?(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], id: number): { write: Write<V>; done: boolean };
+  extend?(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], id: number, ms: number): { write: Write<V>; done: boolean };
+}
+
+/** Erases the state type, so algorithms of different state can sit in one list. */
+export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
+  return algorithm as unknown as Algorithm;
+}
+
+export const unchanged = { write: undefined, done: false } as const;
+
+/** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
+export function definePolicy(fields: Omit<Policy, 'kind' | 'params'>, kind: Algorithm, params: readonly number[]): Policy {
+  return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as Policy;
+}

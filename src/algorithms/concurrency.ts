@@ -1,0 +1,155 @@
+import { parseDuration, type Duration } from '../core/duration.js';
+import type { Policy } from '../core/types.js';
+import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+
+export interface ConcurrencyOptions {
+  /** Requests in progress at once, per key. */
+  limit: number;
+  /** How long a lease holds its slot unless released or extended: a crashed holder frees it then. */
+  leaseMs: Duration;
+  /** The policy's name in RateLimit headers (default 'concurrency'). */
+  name?: string;
+}
+
+/** Held leases: slot id -> when it expires (ms). */
+type Leases = ReadonlyMap<number, number>;
+
+/*
+ * KEY  a sorted set: one member per held slot (an integer id), scored by when its lease expires
+ * p    limit, lease ms
+ *
+ * Expired leases are dropped before counting, so a holder that crashed never leaks its slot for
+ * longer than its lease. A lease of cost n holds the n consecutive ids from its first one; the
+ * first id is returned (the reply's extra field) to release or extend it. Ids start at now * 1000
+ * and skip any in use, so they are unique within the key.
+ */
+const LUA = `
+ALG.cc = {}
+function ALG.cc.decide(key, cost, now, p, peek)
+  local limit, leaseMs = p[1], p[2]
+  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', now) end
+  local count = redis.call('ZCOUNT', key, '(' .. now, '+inf')
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
+  if count > 0 then d.reset = tonumber(last[2]) - now end
+  if not d.allowed then
+    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    d.retry = tonumber(freed[2]) - now
+  end
+  function d.admit()
+    local id = now * 1000
+    local free = 0
+    while free < cost do
+      if redis.call('ZSCORE', key, string.format('%d', id + free)) then
+        id, free = id + free + 1, 0
+      else
+        free = free + 1
+      end
+    end
+    for i = 0, cost - 1 do redis.call('ZADD', key, now + leaseMs, string.format('%d', id + i)) end
+    local reset = math.max(d.reset, leaseMs)
+    redis.call('PEXPIRE', key, reset + 1)
+    return limit - count - cost, reset, id
+  end
+  function d.keep()
+    if count > 0 then redis.call('PEXPIRE', key, d.reset + 1) end
+  end
+  return d
+end
+function ALG.cc.refund(key, cost, now, p)
+  return false
+end
+function ALG.cc.release(key, cost, now, p, id)
+  local released = false
+  for i = 0, cost - 1 do
+    if redis.call('ZREM', key, string.format('%d', id + i)) == 1 then released = true end
+  end
+  return released
+end
+function ALG.cc.extend(key, cost, now, p, id, ms)
+  local held = false
+  for i = 0, cost - 1 do
+    local member = string.format('%d', id + i)
+    local expires = tonumber(redis.call('ZSCORE', key, member))
+    if expires and expires > now then
+      redis.call('ZADD', key, 'XX', now + ms, member)
+      held = true
+    end
+  end
+  if held then
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', key, tonumber(last[2]) - now + 1)
+  end
+  return held
+end
+`;
+
+/** The live leases in expiry order, as ZRANGE would list them (by score, then id). */
+function live(leases: Leases | undefined, now: number): [number, number][] {
+  return [...(leases ?? new Map<number, number>())].filter(([, expires]) => expires > now).sort((a, b) => a[1] - b[1] || a[0] - b[0]);
+}
+
+function withTtl(held: [number, number][], now: number) {
+  const last = held.at(-1);
+  return last ? { value: new Map(held), ttlMs: last[1] - now + 1 } : null;
+}
+
+const algorithm = defineAlgorithm<Leases>({
+  id: 'cc',
+  lua: LUA,
+  decide(now, entry, cost, [limit = 0, leaseMs = 1], peek) {
+    const held = live(entry?.value, now);
+    const count = held.length;
+    const allowed = count + cost <= limit;
+    const resetAfter = count > 0 ? (held.at(-1)?.[1] ?? now) - now : 0;
+    const freed = allowed ? undefined : held[count + cost - limit - 1];
+    return {
+      allowed,
+      remaining: limit - count,
+      resetAfter,
+      retryAfter: freed ? freed[1] - now : 0,
+      admit() {
+        const inUse = new Set(held.map(([id]) => id));
+        let id = now * 1000;
+        for (let free = 0; free < cost; ) {
+          if (inUse.has(id + free)) {
+            id += free + 1;
+            free = 0;
+          } else free++;
+        }
+        const taken: [number, number][] = Array.from({ length: cost }, (_, i) => [id + i, now + leaseMs]);
+        const reset = Math.max(resetAfter, leaseMs);
+        return { write: { value: new Map([...held, ...taken]), ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: id };
+      },
+      keep: () => (peek || !entry ? undefined : withTtl(held, now)),
+    };
+  },
+  refund: () => unchanged,
+  release(now, entry, cost, _p, id) {
+    if (!entry) return unchanged;
+    const held = [...entry.value].filter(([member]) => member < id || member >= id + cost);
+    if (held.length === entry.value.size) return unchanged;
+    return { write: held.length > 0 ? { value: new Map(held), ttlMs: entry.ttlMs } : null, done: true };
+  },
+  extend(now, entry, cost, _p, id, ms) {
+    if (!entry) return unchanged;
+    let extended = false;
+    const held = [...entry.value].map(([member, expires]): [number, number] => {
+      if (member < id || member >= id + cost || expires <= now) return [member, expires];
+      extended = true;
+      return [member, now + ms];
+    });
+    if (!extended) return unchanged;
+    const last = live(new Map(held), now).at(-1);
+    return { write: { value: new Map(held), ttlMs: (last?.[1] ?? now) - now + 1 }, done: true };
+  },
+});
+
+/** At most `limit` requests in progress per key; take a slot with `acquire()`, give it back with `release()`. */
+export function concurrency(options: ConcurrencyOptions): Policy {
+  const o = optionsObject('concurrency', options);
+  const limit = positiveInteger('limit', o.limit);
+  const leaseMs = parseDuration('leaseMs', o.leaseMs);
+  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, 'concurrency'), limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
+}

@@ -1,0 +1,192 @@
+import { createHash } from 'node:crypto';
+import type { Algorithm, Step } from '../algorithms/algorithm.js';
+import type { Arg, Entry, Reply, Script, Write } from './types.js';
+
+/** What a call asks of the script. */
+export type Op = 'limit' | 'peek' | 'refund' | 'release' | 'extend' | 'block';
+
+/** The arguments of one call, before they are flattened into ARGV. */
+export interface Call {
+  readonly op: Op;
+  readonly cost: number;
+  /** block: its duration in ms; release and extend: the lease id. */
+  readonly target: number;
+  /** extend: the new lease length in ms. */
+  readonly ms: number;
+  /** Consecutive denials that block the key (0: never), and for how long. */
+  readonly penalty: { readonly strikes: number; readonly blockMs: number };
+  readonly policies: readonly { readonly kind: Algorithm; readonly params: readonly number[] }[];
+}
+
+/*
+ * The driver, shared by every limiter: one script decides a request under all of a limiter's
+ * policies at once. It asks each policy first (nothing written but pruning), then admits the
+ * request in all of them or counts it in none, so several limits never spend units on a denied
+ * request.
+ *
+ * KEYS  [1] the block key, [2] the strikes key (consecutive denials), [2 + i] policy i's key
+ * ARGV  op, cost, target, ms, strikes to block, block ms, policy count, then per policy:
+ *       algorithm id, parameter count, parameters...
+ * reply see Reply in types.ts
+ */
+const DRIVER = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local op, cost, target, ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local strikesToBlock, blockMs = tonumber(ARGV[5]), tonumber(ARGV[6])
+local policies, pos = {}, 8
+for i = 1, tonumber(ARGV[7]) do
+  local count, p = tonumber(ARGV[pos + 1]), {}
+  for j = 1, count do p[j] = tonumber(ARGV[pos + 1 + j]) end
+  policies[i] = { alg = ALG[ARGV[pos]], key = KEYS[2 + i], p = p }
+  pos = pos + 2 + count
+end
+if op == 'block' then
+  redis.call('SET', KEYS[1], now + target, 'PX', target)
+  return {1, now, target}
+end
+if op == 'refund' or op == 'release' or op == 'extend' then
+  local done = 0
+  for _, policy in ipairs(policies) do
+    local f = policy.alg[op]
+    if f and f(policy.key, cost, now, policy.p, target, ms) then done = 1 end
+  end
+  return {done, now, 0}
+end
+local peek = op == 'peek'
+-- The block key holds when the block ends (server time), so its TTL only collects garbage and a
+-- block that lost its TTL still ends on time.
+local blockedUntil = tonumber(redis.call('GET', KEYS[1]) or 0)
+if blockedUntil > now then
+  local blocked = blockedUntil - now
+  local reply = {0, now, blocked}
+  for _ = 1, #policies do
+    for _, v in ipairs({0, 0, blocked, blocked, 0}) do reply[#reply + 1] = v end
+  end
+  return reply
+end
+if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
+local steps, all = {}, true
+for i, policy in ipairs(policies) do
+  steps[i] = policy.alg.decide(policy.key, cost, now, policy.p, peek)
+  all = all and steps[i].allowed
+end
+local reply = {all and 1 or 0, now, 0}
+for _, step in ipairs(steps) do
+  local remaining, reset, extra = step.remaining, step.reset, 0
+  if not peek then
+    if all then remaining, reset, extra = step.admit() else step.keep() end
+  end
+  for _, v in ipairs({step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra}) do reply[#reply + 1] = v end
+end
+if not peek and strikesToBlock > 0 then
+  if all then
+    redis.call('DEL', KEYS[2])
+  else
+    local strikes = redis.call('INCR', KEYS[2])
+    redis.call('PEXPIRE', KEYS[2], blockMs)
+    if strikes >= strikesToBlock then
+      redis.call('SET', KEYS[1], now + blockMs, 'PX', blockMs)
+      redis.call('DEL', KEYS[2])
+    end
+  end
+end
+return reply
+`;
+
+/** ARGV for a call, in the driver's layout. */
+export function scriptArgs(call: Call): Arg[] {
+  const args: Arg[] = [call.op, call.cost, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, call.policies.length];
+  for (const { kind, params } of call.policies) args.push(kind.id, params.length, ...params);
+  return args;
+}
+
+function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
+  const n = (i: number) => Number(args[i]);
+  const policies: { kind: Algorithm; params: number[] }[] = [];
+  let pos = 7;
+  for (let i = 0; i < n(6); i++) {
+    const kind = algorithms.find((a) => a.id === args[pos]);
+    if (!kind) throw new Error(`script has no algorithm ${String(args[pos])}`);
+    const count = n(pos + 1);
+    policies.push({ kind, params: args.slice(pos + 2, pos + 2 + count).map(Number) });
+    pos += 2 + count;
+  }
+  return { op: String(args[0]) as Op, cost: n(1), target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
+}
+
+/** The driver's TypeScript twin: the same steps, over the entries [block, strikes, ...policies]. */
+function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
+  return (now, entries, args) => {
+    const call = parseArgs(args, algorithms);
+    const [blockEntry, strikesEntry, ...keys] = entries as [Entry<number> | undefined, Entry<number> | undefined, ...(Entry<unknown> | undefined)[]];
+    const writes: Write<unknown>[] = entries.map(() => undefined);
+    if (call.op === 'block') {
+      writes[0] = { value: now + call.target, ttlMs: call.target };
+      return { reply: [1, now, call.target], writes };
+    }
+    if (call.op === 'refund' || call.op === 'release' || call.op === 'extend') {
+      let done = 0;
+      call.policies.forEach(({ kind, params }, i) => {
+        const entry = keys[i];
+        const result =
+          call.op === 'refund'
+            ? kind.refund(now, entry, call.cost, params)
+            : call.op === 'release'
+              ? kind.release?.(now, entry, call.cost, params, call.target)
+              : kind.extend?.(now, entry, call.cost, params, call.target, call.ms);
+        if (result?.done) done = 1;
+        writes[2 + i] = result?.write;
+      });
+      return { reply: [done, now, 0], writes };
+    }
+    const peek = call.op === 'peek';
+    const blockedUntil = blockEntry?.value ?? 0;
+    if (blockedUntil > now) {
+      const blocked = blockedUntil - now;
+      return { reply: [0, now, blocked, ...call.policies.flatMap(() => [0, 0, blocked, blocked, 0])], writes };
+    }
+    if (blockedUntil > 0 && !peek) writes[0] = null;
+    const steps: Step<unknown>[] = call.policies.map(({ kind, params }, i) => kind.decide(now, keys[i], call.cost, params, peek));
+    const all = steps.every((step) => step.allowed);
+    const reply: number[] = [all ? 1 : 0, now, 0];
+    steps.forEach((step, i) => {
+      let { remaining, resetAfter } = step;
+      let extra = 0;
+      if (!peek) {
+        if (all) {
+          const admitted = step.admit();
+          ({ remaining, resetAfter, extra } = admitted);
+          writes[2 + i] = admitted.write;
+        } else {
+          writes[2 + i] = step.keep();
+        }
+      }
+      reply.push(step.allowed ? 1 : 0, Math.max(0, remaining), resetAfter, step.retryAfter, extra);
+    });
+    if (!peek && call.strikesToBlock > 0) {
+      if (all) writes[1] = null;
+      else {
+        const strikes = (strikesEntry?.value ?? 0) + 1;
+        writes[1] = strikes >= call.strikesToBlock ? null : { value: strikes, ttlMs: call.blockMs };
+        if (strikes >= call.strikesToBlock) writes[0] = { value: now + call.blockMs, ttlMs: call.blockMs };
+      }
+    }
+    return { reply: reply as Reply, writes };
+  };
+}
+
+const scripts = new Map<string, Script>();
+
+/** The script for a set of algorithms: their Lua, then the driver. Built once per set. */
+export function scriptFor(algorithms: readonly Algorithm[]): Script {
+  const unique = [...new Map(algorithms.map((a) => [a.id, a])).values()].sort((a, b) => a.id.localeCompare(b.id));
+  const name = unique.map((a) => a.id).join('+');
+  let script = scripts.get(name);
+  if (!script) {
+    const lua = `-- sluice: ${name}\nlocal ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${DRIVER.trim()}\n`;
+    script = { name, lua, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };
+    scripts.set(name, script);
+  }
+  return script;
+}

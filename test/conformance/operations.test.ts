@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CostExceedsLimitError,
+  InvalidArgumentError,
+  InvalidOptionError,
+  WrongMethodError,
+  concurrency,
+  createLimiter,
+  fixedWindow,
+  gcra,
+  slidingLog,
+  tokenBucket,
+  type LimiterOptions,
+} from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
+import { keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+const harness = useRedis();
+
+function limiterOn(storeCase: StoreCase, options: Omit<LimiterOptions, 'store'>) {
+  return createLimiter({ store: storeCase.store(), prefix: uniquePrefix(), ...options });
+}
+
+async function assertEveryKeyHasTtl(storeCase: StoreCase, prefix: string): Promise<void> {
+  if (!storeCase.redis) return;
+  for (const [key, ttl] of await keysWithTtl(storeCase.redis, prefix)) assert.ok(ttl !== -1, `${key} has no TTL`);
+}
+
+for (const storeCase of harness.cases) {
+  describe(`operations: ${storeCase.name}`, () => {
+    describe('several policies in one atomic step', () => {
+      it('admits only what every policy admits, and counts a denial in none', async () => {
+        const limiter = limiterOn(storeCase, { policy: [gcra({ limit: 3, period: '1h', name: 'short' }), fixedWindow({ limit: 5, window: '1h', name: 'long' })] });
+        for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).allowed, true);
+        const denied = await limiter.limit('k');
+        assert.equal(denied.allowed, false);
+        assert.deepEqual(
+          denied.policies.map((p) => [p.name, p.allowed, p.remaining]),
+          [
+            ['short', false, 0],
+            ['long', true, 2],
+          ],
+        );
+        // the tightest policy speaks for the decision
+        assert.equal(denied.limit, 3);
+        assert.equal(denied.retryAfterMs, denied.policies[0]?.retryAfterMs);
+        // the denial spent nothing in the long window
+        assert.equal((await limiter.peek('k')).policies[1]?.remaining, 2);
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+      });
+
+      it('admits exactly the tightest limit out of 1,000 concurrent calls', async () => {
+        const limiter = limiterOn(storeCase, { policy: algorithms.map((a, i) => a.policy(100 + i * 10, HOUR)) });
+        const decisions = await Promise.all(Array.from({ length: 1000 }, () => limiter.limit('hot')));
+        assert.equal(decisions.filter((d) => d.allowed).length, 100);
+        const after = await limiter.peek('hot');
+        assert.deepEqual(
+          after.policies.map((p) => p.remaining),
+          algorithms.map((_, i) => i * 10),
+        );
+      });
+
+      it('demands a cost every policy could admit', async () => {
+        const limiter = limiterOn(storeCase, { policy: [fixedWindow({ limit: 10, window: '1m' }), gcra({ limit: 10, period: '1m', burst: 2 })] });
+        await assert.rejects(limiter.limit('k', { cost: 3 }), (e: unknown) => e instanceof CostExceedsLimitError && e.limit === 2);
+      });
+    });
+
+    describe('refund', () => {
+      for (const algorithm of algorithms) {
+        it(`${algorithm.name}: gives units back, never creating state nor exceeding the limit`, async () => {
+          const limiter = limiterOn(storeCase, { policy: algorithm.policy(5, HOUR) });
+          assert.equal(await limiter.refund('fresh', 2), false);
+          assert.equal((await limiter.peek('fresh')).remaining, 5);
+          if (storeCase.redis) assert.equal((await keysWithTtl(storeCase.redis, limiter.prefix)).size, 0);
+          await limiter.limit('k', { cost: 3 });
+          assert.equal(await limiter.refund('k', 1), true);
+          assert.equal((await limiter.peek('k')).remaining, 3);
+          await limiter.refund('k', 10);
+          assert.equal((await limiter.peek('k')).remaining, 5);
+          await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+        });
+      }
+
+      it('rejects a bad cost', async () => {
+        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m' }) });
+        await assert.rejects(limiter.refund('k', 0), InvalidArgumentError);
+      });
+    });
+
+    describe('block and the penalty box', () => {
+      it('a blocked key is denied without touching its state, and peek shows it', async () => {
+        const limiter = limiterOn(storeCase, { policy: slidingLog({ limit: 5, window: '1h' }) });
+        await limiter.limit('k');
+        await limiter.block('k', 250);
+        const denied = await limiter.limit('k');
+        assert.equal(denied.allowed, false);
+        assert.ok(denied.blockedForMs && denied.blockedForMs > 0 && denied.blockedForMs <= 250, String(denied.blockedForMs));
+        assert.equal(denied.retryAfterMs, denied.blockedForMs);
+        assert.equal((await limiter.peek('k')).allowed, false);
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+        await sleep(denied.retryAfterMs + 2);
+        assert.equal((await limiter.limit('k')).remaining, 3, 'the block spent nothing');
+        await assert.rejects(limiter.block('k', '1x' as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'duration');
+      });
+
+      it('blocks a key after N denials in a row', async () => {
+        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1h' }), penalty: { after: 3, block: '1h' } });
+        await limiter.limit('k');
+        for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).blockedForMs, undefined);
+        const blocked = await limiter.limit('k');
+        assert.ok(blocked.blockedForMs && blocked.blockedForMs > HOUR - 5_000);
+        await limiter.reset('k');
+        assert.equal((await limiter.limit('k')).allowed, true, 'reset lifts the block');
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+      });
+    });
+
+    describe('waitFor', () => {
+      it('waits exactly retryAfterMs, then takes the units', async () => {
+        const limiter = limiterOn(storeCase, { policy: gcra({ limit: 2, period: 400, burst: 1 }) });
+        await limiter.limit('k');
+        const started = Date.now();
+        const decision = await limiter.waitFor('k');
+        assert.equal(decision.allowed, true);
+        assert.ok(Date.now() - started >= 150, `waited ${Date.now() - started} ms`);
+      });
+
+      it('gives up at once when the wait would pass the timeout, and honours an AbortSignal', async () => {
+        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1h' }) });
+        await limiter.limit('k');
+        const started = Date.now();
+        assert.equal((await limiter.waitFor('k', { timeout: '1s' })).allowed, false);
+        assert.ok(Date.now() - started < 500);
+        const slow = limiterOn(storeCase, { policy: gcra({ limit: 1, period: '10s', burst: 1 }) });
+        await slow.limit('k');
+        const controller = new AbortController();
+        const waiting = slow.waitFor('k', { signal: controller.signal });
+        setTimeout(() => controller.abort(), 20);
+        await assert.rejects(waiting, { name: 'AbortError' });
+        await assert.rejects(slow.waitFor('k', { timeout: -1 as never }), InvalidArgumentError);
+      });
+    });
+
+    it('a per-call policy (a paid tier) shares the key state', async () => {
+      const free = fixedWindow({ limit: 2, window: '1h' });
+      const paid = fixedWindow({ limit: 10, window: '1h' });
+      const limiter = limiterOn(storeCase, { policy: free });
+      await limiter.limit('k', { cost: 2 });
+      assert.equal((await limiter.limit('k')).allowed, false);
+      const upgraded = await limiter.limit('k', { policy: paid });
+      assert.deepEqual([upgraded.allowed, upgraded.remaining], [true, 7]);
+      await assert.rejects(limiter.limit('k', { policy: { limit: 3 } as never }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy');
+    });
+
+    it('shadow mode allows everything and says what it would have denied', async () => {
+      const limiter = limiterOn(storeCase, { policy: tokenBucket({ capacity: 2, refillPerSecond: 0.001 }), shadow: true });
+      const decisions = [await limiter.limit('k'), await limiter.limit('k'), await limiter.limit('k')];
+      assert.deepEqual(
+        decisions.map((d) => [d.allowed, d.shadow, d.shadowDenied, d.retryAfterMs]),
+        [
+          [true, true, false, 0],
+          [true, true, false, 0],
+          [true, true, true, 0],
+        ],
+      );
+      assert.throws(() => createLimiter({ store: storeCase.store(), policy: tokenBucket({ capacity: 2, refillPerSecond: 1 }), shadow: 'yes' as never }), InvalidOptionError);
+    });
+
+    describe('concurrency', () => {
+      it('admits exactly the limit out of 1,000 concurrent acquisitions', async () => {
+        const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 100, leaseMs: '1m' }) });
+        const leases = await Promise.all(Array.from({ length: 1000 }, () => limiter.acquire('k')));
+        assert.equal(leases.filter((l) => l.allowed).length, 100);
+        await Promise.all(leases.map((l) => l.release()));
+        assert.equal((await limiter.peek('k')).remaining, 100);
+      });
+
+      it('releases once, extends, and frees the slot of a holder that never returns', async () => {
+        const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 1, leaseMs: 200 }) });
+        const lease = await limiter.acquire('k');
+        assert.equal(lease.allowed, true);
+        assert.equal((await limiter.acquire('k')).allowed, false);
+        assert.equal(await lease.release(), true);
+        assert.equal(await lease.release(), false, 'a second release is harmless');
+        const crashed = await limiter.acquire('k');
+        assert.equal(await crashed.extend(300), true);
+        const waiting = await limiter.acquire('k');
+        assert.equal(waiting.allowed, false);
+        assert.ok(waiting.retryAfterMs > 200 && waiting.retryAfterMs <= 300, String(waiting.retryAfterMs));
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+        await sleep(waiting.retryAfterMs + 2);
+        assert.equal((await limiter.acquire('k')).allowed, true, 'the expired lease freed its slot');
+        assert.equal(await crashed.extend(), false, 'an expired lease cannot be extended');
+      });
+
+      it('wants acquire(), and acquire() wants a concurrency policy', async () => {
+        const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 1, leaseMs: '1s' }) });
+        await assert.rejects(limiter.limit('k'), WrongMethodError);
+        const rate = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1s' }) });
+        await assert.rejects(rate.acquire('k'), (e: unknown) => e instanceof WrongMethodError && e.code === 'SLUICE_WRONG_METHOD');
+      });
+    });
+  });
+}

@@ -15,4 +15,4 @@ export { tokenBucket, type TokenBucketOptions } from './algorithms/token-bucket.
 export type { Store } from './stores/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';
-export { rateLimitResponse, type RateLimitResponse } from './http/headers.js';
+export { rateLimitResponse, rateLimitHeaders, type RateLimitResponse, type HeaderMode, type PolicyDecision } from './http/headers.js';

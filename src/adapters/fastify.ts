@@ -18,7 +18,8 @@ function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise
     const outcome = await decide(request, incomingFacts(request.raw));
     reply.headers(outcome.headers);
     if (outcome.pass) return;
-    return reply.code(outcome.status).type(outcome.contentType).send(outcome.body);
+    // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
+    return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
   };
 }
 
@@ -33,9 +34,12 @@ function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise
 export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = function sluicePlugin(fastify, options, done) {
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
   const global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+  // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
+  const { limiter: _limiter, policy: _policy, store: _store, prefix: _prefix, ...shared } = options;
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
-    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...options, ...own })) : global;
+    const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
+    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own })) : global;
     if (hook === undefined) return;
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     route.onRequest = [hook, ...existing];

@@ -99,10 +99,10 @@ function optionalFunction(options: Record<string, unknown>, name: string): void 
 }
 
 function limiterOf(o: Record<string, unknown>): Limiter {
-  if (o.limiter !== undefined) {
+  if (o.limiter !== undefined || (o.policy === undefined && o.store === undefined)) {
     const limiter = o.limiter as Limiter;
     if (typeof limiter !== 'object' || limiter === null || typeof limiter.limit !== 'function') {
-      throw new InvalidOptionError('limiter', o.limiter, 'a limiter from createLimiter()');
+      throw new InvalidOptionError('limiter', o.limiter, 'a limiter from createLimiter(), or `policy` and `store` to build one');
     }
     return limiter;
   }

@@ -35,7 +35,7 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
   const global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
   // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
-  const { limiter: _limiter, policy: _policy, store: _store, prefix: _prefix, ...shared } = options;
+  const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
     const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;

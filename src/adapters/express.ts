@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RateLimitOptions } from './core.js';
-import { rateLimit as nodeRateLimit } from './node.js';
+import { limitIncoming } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -13,7 +13,7 @@ export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreF
 export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   options: RateLimitOptions<Req>,
 ): (req: Req, res: ServerResponse, next: (error?: unknown) => void) => void {
-  const limit = nodeRateLimit(options);
+  const limit = limitIncoming(options);
   return function sluiceRateLimit(req, res, next) {
     limit(req, res).then((pass) => {
       if (pass) next();

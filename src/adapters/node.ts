@@ -24,16 +24,32 @@ export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
   return false;
 }
 
+/** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
+export function limitIncoming<Req extends IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
+  const decide = createRateLimit(options);
+  return async (req, res) => applyOutcome(res, await decide(req, incomingFacts(req)));
+}
+
 /**
  * Rate limiting for a plain node:http server. The returned function resolves true when the
  * request may go on (its rate-limit headers are set), false when it has answered the request.
+ * It never rejects: node:http has no error handler, and a rejection there would end the process.
+ * When one of your callbacks throws, it logs the error, answers 500 and resolves false, as
+ * Express's and Koa's default error handlers do.
  *
  *     const limit = rateLimit({ limiter });
  *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
  */
 export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
-  const decide = createRateLimit(options);
+  const limit = limitIncoming(options);
   return async function sluiceRateLimit(req, res) {
-    return applyOutcome(res, await decide(req, incomingFacts(req)));
+    try {
+      return await limit(req, res);
+    } catch (error) {
+      console.error(error);
+      if (!res.headersSent) res.statusCode = 500;
+      res.end();
+      return false;
+    }
   };
 }

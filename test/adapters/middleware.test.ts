@@ -186,6 +186,25 @@ for (const adapter of adapters) {
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
     });
 
+    it('answers 500 when a callback throws, and goes on serving', async () => {
+      const { limiter } = fakeClock();
+      let calls = 0;
+      const key = () => {
+        calls += 1;
+        if (calls <= 2) throw new Error('no key for this request');
+        return 'client';
+      };
+      const app = await serve({ global: { limiter: limiter(5), key } });
+      // Each framework logs the error through its default handler; keep the test output clean.
+      const realError = console.error;
+      console.error = () => undefined;
+      try {
+        assert.deepEqual(await statuses(`${app.url}/`, 3), [500, 500, 200]);
+      } finally {
+        console.error = realError;
+      }
+    });
+
     it('enforces the limit through a real Redis', async () => {
       const limiter = createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 3, window: '1h' }) });
       const app = await serve({ global: { limiter } });

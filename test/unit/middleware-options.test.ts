@@ -45,4 +45,19 @@ describe('middleware options', () => {
     assert.throws(() => app.get('/', { config: { rateLimit: { limiter, status: 500 as 429 } } }, async () => 'home'), isOption('status'));
     await app.close();
   });
+
+  it('on Fastify, let a route with its own policy use it, not the plugin\'s limiter', async () => {
+    const app = Fastify();
+    await app.register(fastifyRateLimit, { limiter, key: () => 'k' });
+    app.get('/', async () => 'home');
+    app.get('/wide', { config: { rateLimit: { policy: fixedWindow({ limit: 3, window: '1m' }), store: memoryStore() } } }, async () => 'wide');
+    const statuses = async (url: string) => {
+      const result: number[] = [];
+      for (let i = 0; i < 4; i++) result.push((await app.inject({ url })).statusCode);
+      return result;
+    };
+    assert.deepEqual(await statuses('/wide'), [200, 200, 200, 429]);
+    assert.deepEqual(await statuses('/'), [200, 429, 429, 429]);
+    await app.close();
+  });
 });

@@ -87,6 +87,13 @@ for (const adapter of adapters) {
       assert.equal((await get(`${app.url}/`)).status, 200);
     });
 
+    it('counts what cost(req) says a request uses', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(5), cost: () => 2 } });
+      assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"fixed-window";r=3;t=50');
+      assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
+    });
+
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
       const { limiter } = fakeClock();
       const warnings: SluiceWarning[] = [];

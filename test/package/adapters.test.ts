@@ -35,6 +35,11 @@ describe('adapter subpaths of the built package', () => {
     }
   });
 
+  it('type-check the setup of every framework, from ESM and CommonJS, against the built types', async () => {
+    const tsc = new URL('node_modules/typescript/bin/tsc', root).pathname;
+    await promisify(execFile)(process.execPath, [tsc, '-p', 'test/package/consumer'], { cwd: root });
+  });
+
   it('load nothing of the frameworks, which are optional peers', async () => {
     for (const subpath of subpaths) {
       for (const flavour of ['esm', 'cjs']) {

@@ -19,4 +19,4 @@ export { concurrency, type ConcurrencyOptions } from './algorithms/concurrency.j
 export type { Store } from './stores/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';
-export { rateLimitResponse, type RateLimitResponse } from './http/headers.js';
+export { rateLimitResponse, rateLimitHeaders, type RateLimitResponse, type HeaderMode } from './http/headers.js';

@@ -1,28 +1,132 @@
-import type { Decision } from '../core/types.js';
+import { InvalidOptionError } from '../core/errors.js';
+import type { Decision, PolicyDecision } from '../core/types.js';
+
+/**
+ * Which rate-limit header fields to send (units in docs/headers.md):
+ * - 'draft-11': `RateLimit-Policy` and `RateLimit`, one item per policy (draft-ietf-httpapi-ratelimit-headers-11).
+ * - 'draft-7': one `RateLimit` dictionary `limit=, remaining=, reset=` and `RateLimit-Policy: <q>;w=<s>`.
+ * - 'draft-6': `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`.
+ * - 'legacy': `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds, as GitHub).
+ * - false: none. `Retry-After` is sent on every denial whatever the mode.
+ */
+export type HeaderMode = 'draft-11' | 'draft-7' | 'draft-6' | 'legacy' | false;
+
+export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-7', 'draft-6', 'legacy', false];
+
+export type HeaderFields = Readonly<Record<string, string>>;
+
+/** Whole seconds, rounded up: a client that waits this long is past the moment in question. */
+export const seconds = (ms: number): number => Math.ceil(ms / 1000);
+
+/** draft-11: every policy is an item named by the policy; `w` and `t` in seconds. */
+export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields {
+  return {
+    'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
+    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
+  };
+}
+
+/**
+ * Drafts before 8 describe a single quota. When several policies apply, the one that constrains
+ * the client most speaks: a policy that denied, else the one with the fewest requests remaining
+ * (the longer reset on a tie), so a client following these headers never exceeds any policy.
+ */
+export function tightest(entries: readonly PolicyDecision[]): PolicyDecision {
+  const [first, ...rest] = entries;
+  if (first === undefined) throw new RangeError('rate-limit headers need at least one policy');
+  return rest.reduce((best, entry) => (tighter(entry, best) ? entry : best), first);
+}
+
+function tighter(a: PolicyDecision, b: PolicyDecision): boolean {
+  if (a.allowed !== b.allowed) return !a.allowed;
+  if (a.remaining !== b.remaining) return a.remaining < b.remaining;
+  return a.resetAfterMs > b.resetAfterMs;
+}
+
+/** draft-7: `RateLimit: limit=100, remaining=50, reset=5` and `RateLimit-Policy: 100;w=60`. */
+export function draft7Headers(entries: readonly PolicyDecision[]): HeaderFields {
+  const p = tightest(entries);
+  return {
+    'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
+    RateLimit: `limit=${p.limit}, remaining=${p.remaining}, reset=${seconds(p.resetAfterMs)}`,
+  };
+}
+
+/** draft-6: three fields plus `RateLimit-Policy: 100;w=60`; the reset is delta seconds. */
+export function draft6Headers(entries: readonly PolicyDecision[]): HeaderFields {
+  const p = tightest(entries);
+  return {
+    'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
+    'RateLimit-Limit': String(p.limit),
+    'RateLimit-Remaining': String(p.remaining),
+    'RateLimit-Reset': String(seconds(p.resetAfterMs)),
+  };
+}
+
+/**
+ * The `X-RateLimit-*` fields most clients know from GitHub. `X-RateLimit-Reset` is the Unix time
+ * in seconds (rounded up) at which the quota resets, as GitHub sends it; it is computed from this
+ * server's clock (`nowMs`), the same clock that writes the `Date` header clients compare it with.
+ */
+export function legacyHeaders(entries: readonly PolicyDecision[], nowMs: number): HeaderFields {
+  const p = tightest(entries);
+  return {
+    'X-RateLimit-Limit': String(p.limit),
+    'X-RateLimit-Remaining': String(p.remaining),
+    'X-RateLimit-Reset': String(seconds(nowMs + p.resetAfterMs)),
+  };
+}
+
+/** The rate-limit fields of one mode, without Retry-After. */
+export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[], nowMs: number): HeaderFields {
+  switch (mode) {
+    case 'draft-11':
+      return draft11Headers(entries);
+    case 'draft-7':
+      return draft7Headers(entries);
+    case 'draft-6':
+      return draft6Headers(entries);
+    case 'legacy':
+      return legacyHeaders(entries, nowMs);
+    case false:
+      return {};
+  }
+}
+
+export function validHeaderMode(value: unknown): HeaderMode {
+  if (value === undefined) return 'draft-11';
+  if (!HEADER_MODES.includes(value as HeaderMode)) {
+    throw new InvalidOptionError('headers', value, `one of ${HEADER_MODES.map((mode) => JSON.stringify(mode)).join(', ')}`);
+  }
+  return value as HeaderMode;
+}
+
+/** The policies whose quota this request exceeded (none in shadow mode, where nothing is denied). */
+export function violated(decision: Decision): readonly PolicyDecision[] {
+  return decision.allowed ? [] : decision.policies.filter((p) => !p.allowed);
+}
+
+/**
+ * Every header for a decision: the mode's fields, one item per policy where the mode allows, and
+ * `Retry-After` (RFC 9110) on a denial, in whole seconds rounded up, so a client that waits that
+ * long is admitted.
+ */
+export function rateLimitHeaders(decision: Decision, mode: HeaderMode = 'draft-11', nowMs = Date.now()): HeaderFields {
+  const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs) };
+  if (!decision.allowed) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+  return headers;
+}
 
 export interface RateLimitResponse {
   /** 429 when the request was denied, else 200 (let the handler pick its own success status). */
   readonly status: 200 | 429;
   readonly statusText: 'OK' | 'Too Many Requests';
   /** Header names in their canonical case; values ready to send. */
-  readonly headers: Readonly<Record<string, string>>;
+  readonly headers: HeaderFields;
 }
 
-const seconds = (ms: number): number => Math.ceil(ms / 1000);
-
-/**
- * Status and headers for a decision, framework-neutral.
- * - `RateLimit-Policy` and `RateLimit` as draft-ietf-httpapi-ratelimit-headers-11 defines them, one
- *   item per policy: `"name";q=<quota>;w=<window s>` and `"name";r=<remaining>;t=<s until reset>`.
- * - `Retry-After` (RFC 9110) on a denial: whole seconds, rounded up, so a client that waits that
- *   long is admitted.
- */
+/** Status and draft-11 headers for a decision, framework-neutral. */
 export function rateLimitResponse(decision: Decision): RateLimitResponse {
-  const headers: Record<string, string> = {
-    'RateLimit-Policy': decision.policies.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
-    RateLimit: decision.policies.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
-  };
-  if (decision.allowed) return { status: 200, statusText: 'OK', headers };
-  headers['Retry-After'] = String(seconds(decision.retryAfterMs));
-  return { status: 429, statusText: 'Too Many Requests', headers };
+  const headers = rateLimitHeaders(decision);
+  return decision.allowed ? { status: 200, statusText: 'OK', headers } : { status: 429, statusText: 'Too Many Requests', headers };
 }

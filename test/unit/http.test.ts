@@ -1,27 +1,24 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
+import { draft6Headers, draft7Headers, legacyHeaders, validHeaderMode } from '../../src/http/headers.js';
+import { InvalidOptionError, rateLimitHeaders, rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
 
-function decision(allowed: boolean, ...policies: PolicyDecision[]): Decision {
-  const [first] = policies;
-  if (!first) throw new Error('a decision has a policy');
-  return { allowed, limit: first.limit, remaining: first.remaining, resetAfterMs: first.resetAfterMs, retryAfterMs: first.retryAfterMs, policies };
+/** A policy's part of a decision; `retryAfterMs` > 0 means it denied. */
+function part(name: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision {
+  return { name, algorithm: 'fixed-window', limit, windowMs, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
 }
 
-const burst = (remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision => ({
-  name: 'burst',
-  algorithm: 'fixed-window',
-  limit: 100,
-  windowMs: 60_000,
-  allowed: retryAfterMs === 0,
-  remaining,
-  resetAfterMs,
-  retryAfterMs,
-});
+/** A decision over its policies, the way the limiter builds one: denied if any denies, for the longest wait. */
+function decision(...policies: PolicyDecision[]): Decision {
+  const [first] = policies;
+  if (!first) throw new Error('a decision has a policy');
+  const retryAfterMs = Math.max(...policies.map((p) => p.retryAfterMs));
+  return { allowed: retryAfterMs === 0, limit: first.limit, remaining: first.remaining, resetAfterMs: first.resetAfterMs, retryAfterMs, policies };
+}
 
 describe('rateLimitResponse', () => {
   it('passes an allowed request with draft-11 fields', () => {
-    assert.deepEqual(rateLimitResponse(decision(true, burst(42, 30_001))), {
+    assert.deepEqual(rateLimitResponse(decision(part('burst', 100, 60_000, 42, 30_001))), {
       status: 200,
       statusText: 'OK',
       headers: { 'RateLimit-Policy': '"burst";q=100;w=60', RateLimit: '"burst";r=42;t=31' },
@@ -29,18 +26,64 @@ describe('rateLimitResponse', () => {
   });
 
   it('answers a denial with 429 and Retry-After in whole seconds, rounded up', () => {
-    const response = rateLimitResponse(decision(false, burst(0, 36_200, 36_200)));
+    const response = rateLimitResponse(decision(part('burst', 100, 60_000, 0, 36_200, 36_200)));
     assert.equal(response.status, 429);
     assert.equal(response.statusText, 'Too Many Requests');
     assert.equal(response.headers['Retry-After'], '37');
     assert.equal(response.headers.RateLimit, '"burst";r=0;t=37');
-    assert.equal(rateLimitResponse(decision(false, burst(0, 1, 1))).headers['Retry-After'], '1');
+    assert.equal(rateLimitResponse(decision(part('burst', 100, 60_000, 0, 1, 1))).headers['Retry-After'], '1');
   });
 
-  it('lists every policy of a limiter with several', () => {
-    const daily: PolicyDecision = { name: 'daily', algorithm: 'gcra', limit: 1000, windowMs: 86_400_000, allowed: true, remaining: 980, resetAfterMs: 1_728_000, retryAfterMs: 0 };
-    const response = rateLimitResponse(decision(true, burst(50, 30_000), daily));
-    assert.equal(response.headers['RateLimit-Policy'], '"burst";q=100;w=60, "daily";q=1000;w=86400');
-    assert.equal(response.headers.RateLimit, '"burst";r=50;t=30, "daily";r=980;t=1728');
+  it('sends no Retry-After in shadow mode, where the request passes', () => {
+    const shadowed: Decision = { ...decision(part('burst', 100, 60_000, 0, 5_000, 5_000)), allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: true };
+    assert.equal(rateLimitResponse(shadowed).headers['Retry-After'], undefined);
+  });
+});
+
+describe('header modes', () => {
+  const burst = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('burst', 10, 1_000, remaining, resetAfterMs, retryAfterMs);
+  const daily = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('daily', 1000, 86_400_000, remaining, resetAfterMs, retryAfterMs);
+
+  it('draft-11 lists every policy, in order', () => {
+    assert.deepEqual(rateLimitHeaders(decision(burst(9, 400), daily(950, 3_600_000))), {
+      'RateLimit-Policy': '"burst";q=10;w=1, "daily";q=1000;w=86400',
+      RateLimit: '"burst";r=9;t=1, "daily";r=950;t=3600',
+    });
+  });
+
+  it('Retry-After is the longest wait of the policies that denied', () => {
+    assert.equal(rateLimitHeaders(decision(burst(0, 900, 900), daily(0, 7_200_500, 7_200_500)))['Retry-After'], '7201');
+    assert.equal(rateLimitHeaders(decision(burst(0, 900, 900), daily(0, 7_200_500)))['Retry-After'], '1');
+  });
+
+  it('older drafts speak for the tightest policy: a denial, else the fewest remaining, else the longest reset', () => {
+    assert.equal(draft7Headers([burst(9, 400), daily(950, 3_600_000)]).RateLimit, 'limit=10, remaining=9, reset=1');
+    assert.equal(draft7Headers([burst(0, 400), daily(0, 5_000, 5_000)]).RateLimit, 'limit=1000, remaining=0, reset=5');
+    assert.equal(draft7Headers([burst(3, 400), daily(3, 3_600_000)]).RateLimit, 'limit=1000, remaining=3, reset=3600');
+    assert.deepEqual(draft6Headers([burst(9, 400), daily(950, 3_600_000)]), {
+      'RateLimit-Policy': '10;w=1',
+      'RateLimit-Limit': '10',
+      'RateLimit-Remaining': '9',
+      'RateLimit-Reset': '1',
+    });
+  });
+
+  it('legacy X-RateLimit-Reset is epoch seconds, rounded up', () => {
+    assert.deepEqual(legacyHeaders([burst(9, 400), daily(950, 3_600_000)], 1_700_000_000_100), {
+      'X-RateLimit-Limit': '10',
+      'X-RateLimit-Remaining': '9',
+      'X-RateLimit-Reset': '1700000001',
+    });
+  });
+
+  it('false sends only Retry-After, and only on a denial', () => {
+    assert.deepEqual(rateLimitHeaders(decision(burst(9, 400), daily(950, 1)), false), {});
+    assert.deepEqual(rateLimitHeaders(decision(burst(0, 400, 400), daily(950, 1)), false), { 'Retry-After': '1' });
+  });
+
+  it('rejects an unknown mode, naming the option', () => {
+    assert.throws(() => validHeaderMode('draft-8'), (error: unknown) => error instanceof InvalidOptionError && error.option === 'headers');
+    assert.throws(() => validHeaderMode(true), InvalidOptionError);
+    assert.equal(validHeaderMode(undefined), 'draft-11');
   });
 });

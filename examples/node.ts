@@ -1,0 +1,19 @@
+import { createServer } from 'node:http';
+import { Redis } from 'ioredis';
+import { createLimiter, redisStore, slidingLog } from 'sluice';
+import { rateLimit } from 'sluice/node';
+
+// One retry, not ioredis's default 20: while Redis is down, a request waits milliseconds, not seconds.
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
+const limiter = createLimiter({ store: redisStore(redis), policy: slidingLog({ limit: 5, window: '1m', name: 'per-minute' }) });
+const limit = rateLimit({ limiter });
+
+const server = createServer(async (req, res) => {
+  if (!(await limit(req, res))) return;
+  res.end('hello');
+});
+
+server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
+  const address = server.address();
+  console.log(`listening on http://127.0.0.1:${typeof address === 'object' ? address?.port : address}`);
+});

@@ -1,0 +1,181 @@
+import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
+import { createLimiter, type Limiter } from '../core/limiter.js';
+import type { Decision, Policy, PolicyDecision } from '../core/types.js';
+import { optionsObject } from '../core/validate.js';
+import { addressKey, clientAddress, clientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
+import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
+import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
+import type { Store } from '../stores/store.js';
+
+/** What a middleware does when the store fails (Redis down, timeout): admit the request or answer 503. */
+export type StoreFailurePolicy = 'allow' | 'deny';
+
+/** Why a request was turned away. */
+export interface Denial {
+  /** 'limited': a policy's quota is spent. 'store-error': the store failed and `onStoreError` is 'deny'. */
+  readonly reason: 'limited' | 'store-error';
+  readonly status: 429 | 503;
+  /** The client's rate-limit key. */
+  readonly key: string;
+  /** Every policy with its decision; empty when the store failed. */
+  readonly policies: readonly PolicyDecision[];
+  /** The policies that denied the request. */
+  readonly violated: readonly PolicyDecision[];
+  /** Milliseconds until the request would be admitted (0 when the store failed: unknown). */
+  readonly retryAfterMs: number;
+  /** The store's failure, when `reason` is 'store-error'. */
+  readonly error?: unknown;
+}
+
+export type SluiceWarningCode =
+  | 'SLUICE_PROXY_HEADER_IGNORED'
+  | 'SLUICE_PROXY_CHAIN_SHORT'
+  | 'SLUICE_CLIENT_ADDRESS_UNKNOWN'
+  | 'SLUICE_STORE_FAILED';
+
+/** A misconfiguration or failure worth a human's attention; each code is reported once per middleware. */
+export interface SluiceWarning {
+  readonly code: SluiceWarningCode;
+  readonly message: string;
+}
+
+type MaybePromise<T> = T | Promise<T>;
+
+/** Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa). */
+export interface RateLimitOptions<Req> extends ClientAddressOptions {
+  /** The limiter deciding each request. Or give `policy` and `store` (and `prefix`) to build one. */
+  limiter?: Limiter;
+  policy?: Policy;
+  store?: Store;
+  prefix?: string;
+  /** The client's key (default: its IP address, see trustedProxies and ipv6Subnet). */
+  key?: (req: Req) => MaybePromise<string>;
+  /** How many units this request uses (default 1). */
+  cost?: (req: Req) => MaybePromise<number>;
+  /** Return true to let a request through uncounted and without headers. */
+  skip?: (req: Req) => MaybePromise<boolean>;
+  /** Which rate-limit header fields to send (default 'draft-11'); Retry-After is always sent on a denial. */
+  headers?: HeaderMode;
+  /** The status of a denial: 429 (default) or 503 for load shedding. */
+  status?: 429 | 503;
+  /** Called on every denial, before the response is sent (logging, metrics). */
+  onDenied?: (req: Req, denial: Denial) => MaybePromise<void>;
+  /** The body of a denial: a string is sent as text/plain, anything else as JSON. Default: an RFC 9457 problem. */
+  body?: (req: Req, denial: Denial) => MaybePromise<unknown>;
+  /** When the store fails: 'allow' (default) admits the request, 'deny' answers 503. */
+  onStoreError?: StoreFailurePolicy;
+  /** Receives each kind of warning once (default: console.warn). */
+  onWarning?: (warning: SluiceWarning) => void;
+}
+
+/** What an adapter knows about a request, in the same shape for every framework. */
+export interface RequestFacts {
+  /** A request header by its lower-case name; several lines joined with ', '. */
+  header(name: string): string | undefined;
+  /** The peer's address on the socket (undefined when the runtime does not tell). */
+  readonly remoteAddress: string | undefined;
+}
+
+/** The response an adapter must produce: let the request pass with these headers, or answer now. */
+export type Outcome =
+  | { readonly pass: true; readonly headers: HeaderFields }
+  | { readonly pass: false; readonly status: 429 | 503; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
+
+// Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
+const UNKNOWN_CLIENT = 'unknown-client';
+
+const WARNINGS: Record<SluiceWarningCode, string> = {
+  SLUICE_PROXY_HEADER_IGNORED:
+    'a request carries a proxy header but trustedProxies is 0, so clients are keyed by the socket address. Behind a proxy every client then shares one quota: set trustedProxies to the number of proxies in front of this server.',
+  SLUICE_PROXY_CHAIN_SHORT:
+    'a request passed through fewer proxies than trustedProxies declares: it bypassed a proxy, or trustedProxies is too high. Its key may be chosen by the client.',
+  SLUICE_CLIENT_ADDRESS_UNKNOWN:
+    "a request's client address is unknown, so it shares one quota with every such request. Pass `key`, or on Hono your runtime's `getConnInfo`.",
+  SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
+};
+
+function optionalFunction(options: Record<string, unknown>, name: string): void {
+  if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, options[name], 'a function');
+}
+
+function limiterOf(o: Record<string, unknown>): Limiter {
+  if (o.limiter !== undefined || (o.policy === undefined && o.store === undefined)) {
+    const limiter = o.limiter as Limiter;
+    if (typeof limiter !== 'object' || limiter === null || typeof limiter.limit !== 'function') {
+      throw new InvalidOptionError('limiter', o.limiter, 'a limiter from createLimiter(), or `policy` and `store` to build one');
+    }
+    return limiter;
+  }
+  return createLimiter({ policy: o.policy as Policy, store: o.store as Store, prefix: o.prefix as string | undefined });
+}
+
+// A misuse of the limiter (a bad key or cost) is the program's bug and goes to the framework's
+// error handling; anything else thrown while deciding is the store failing.
+const isStoreFailure = (error: unknown): boolean => error instanceof StoreError || !(error instanceof SluiceError);
+
+function bodyOf(value: unknown): { contentType: string; body: string } {
+  return typeof value === 'string'
+    ? { contentType: 'text/plain; charset=utf-8', body: value }
+    : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
+}
+
+/**
+ * The framework-neutral middleware: validates the options once, then decides each request from
+ * the framework's request object and its facts. Adapters only translate the outcome.
+ */
+export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+  const o = optionsObject('rateLimit', options);
+  const limiter = limiterOf(o);
+  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
+  const mode = validHeaderMode(o.headers);
+  const status = o.status ?? 429;
+  if (status !== 429 && status !== 503) throw new InvalidOptionError('status', status, '429 or 503');
+  const onStoreError = o.onStoreError ?? 'allow';
+  if (onStoreError !== 'allow' && onStoreError !== 'deny') throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
+  const addresses = clientAddressConfig(options);
+  const { key, cost, skip, onDenied, body } = options;
+  const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
+  const warned = new Set<SluiceWarningCode>();
+  const warnOnce = (code: SluiceWarningCode, detail = '') => {
+    if (warned.has(code)) return;
+    warned.add(code);
+    onWarning({ code, message: WARNINGS[code] + detail });
+  };
+
+  function defaultKey(facts: RequestFacts): string {
+    const found = clientAddress(addresses, facts.remoteAddress, facts.header(addresses.proxyHeader));
+    if (found.problem === 'proxy-header-ignored') warnOnce('SLUICE_PROXY_HEADER_IGNORED');
+    if (found.problem === 'proxy-chain-short') warnOnce('SLUICE_PROXY_CHAIN_SHORT');
+    if (found.address === undefined) {
+      warnOnce('SLUICE_CLIENT_ADDRESS_UNKNOWN');
+      return UNKNOWN_CLIENT;
+    }
+    return addressKey(found.address, addresses.ipv6Subnet);
+  }
+
+  async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
+    await onDenied?.(req, denial);
+    const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
+    return { pass: false, status: denial.status, headers, ...content };
+  }
+
+  return async function decide(req, facts) {
+    if (skip && (await skip(req))) return { pass: true, headers: {} };
+    const clientKey = key ? await key(req) : defaultKey(facts);
+    const requestCost = cost ? await cost(req) : 1;
+    let decision: Decision;
+    try {
+      decision = await limiter.limit(clientKey, { cost: requestCost });
+    } catch (error) {
+      if (!isStoreFailure(error)) throw error;
+      warnOnce('SLUICE_STORE_FAILED', ` First failure: ${error instanceof Error ? error.message : String(error)}`);
+      if (onStoreError === 'allow') return { pass: true, headers: {} };
+      const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error };
+      return deny(req, denial, {}, storeUnavailableProblem);
+    }
+    const headers = rateLimitHeaders(decision, mode);
+    if (decision.allowed) return { pass: true, headers };
+    const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };
+    return deny(req, denial, headers, rateLimitProblem(status, denial.violated));
+  };
+}

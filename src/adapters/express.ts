@@ -1,0 +1,20 @@
+import type { Request, RequestHandler } from 'express';
+import type { RateLimitOptions } from './core.js';
+import { limitIncoming } from './node.js';
+
+export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+/**
+ * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach
+ * `next(error)`, so Express 4, which ignores rejected promises, still sees them.
+ *
+ *     app.use(rateLimit({ limiter }));
+ */
+export function rateLimit(options: RateLimitOptions<Request>): RequestHandler {
+  const limit = limitIncoming(options);
+  return function sluiceRateLimit(req, res, next) {
+    limit(req, res).then((pass) => {
+      if (pass) next();
+    }, next);
+  };
+}

@@ -1,0 +1,51 @@
+import type { FastifyPluginCallback, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import { incomingFacts } from './node.js';
+
+export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** This route's limit: options merged over the plugin's (e.g. `{ limiter: loginLimiter }`), or false for none. */
+    rateLimit?: FastifyRateLimitOptions | false;
+  }
+}
+
+function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise<Outcome>): onRequestHookHandler {
+  return async function sluiceRateLimit(request, reply) {
+    const outcome = await decide(request, incomingFacts(request.raw));
+    reply.headers(outcome.headers);
+    if (outcome.pass) return;
+    // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
+    return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
+  };
+}
+
+/**
+ * A Fastify plugin: every route registered after it is limited by the plugin's options, unless its
+ * `config.rateLimit` gives its own options (merged over the plugin's) or `false`. Without a
+ * `limiter` (or `policy`) in the plugin's options, only routes with their own options are limited.
+ * Options are checked when a route is registered, so a mistake fails at start.
+ *
+ *     await app.register(rateLimit, { limiter });
+ */
+export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = function sluicePlugin(fastify, options, done) {
+  const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
+  const global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+  // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
+  const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
+  fastify.addHook('onRoute', (route) => {
+    const own = route.config?.rateLimit;
+    const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
+    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own })) : global;
+    if (hook === undefined) return;
+    const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    route.onRequest = [hook, ...existing];
+  });
+  done();
+};
+
+// What fastify-plugin does: the hooks apply to the routes of the registering scope, not a child scope.
+Object.assign(rateLimit, { [Symbol.for('skip-override')]: true });

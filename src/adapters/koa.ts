@@ -1,0 +1,27 @@
+import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
+import { createRateLimit, type RateLimitOptions } from './core.js';
+import { incomingFacts } from './node.js';
+
+export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+/**
+ * Koa middleware; callbacks receive the context.
+ *
+ *     app.use(rateLimit({ limiter }));
+ */
+export function rateLimit<State = DefaultState, Context = DefaultContext>(
+  options: RateLimitOptions<ParameterizedContext<State, Context>>,
+): Middleware<State, Context> {
+  const decide = createRateLimit(options);
+  return async function sluiceRateLimit(ctx, next) {
+    const outcome = await decide(ctx, incomingFacts(ctx.req));
+    ctx.set({ ...outcome.headers });
+    if (outcome.pass) {
+      await next();
+      return;
+    }
+    ctx.status = outcome.status;
+    ctx.type = outcome.contentType;
+    ctx.body = outcome.body;
+  };
+}

@@ -1,0 +1,55 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+
+export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+/** The facts of a node:http request (also an Express request, which extends it). */
+export function incomingFacts(req: IncomingMessage): RequestFacts {
+  return {
+    header(name) {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+    remoteAddress: req.socket.remoteAddress,
+  };
+}
+
+/** Sets the headers of a passing request, or sends the whole denial. True when the request may go on. */
+export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
+  for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+  if (outcome.pass) return true;
+  res.statusCode = outcome.status;
+  res.setHeader('Content-Type', outcome.contentType);
+  res.end(outcome.body);
+  return false;
+}
+
+/** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
+export function limitIncoming<Req extends IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
+  const decide = createRateLimit(options);
+  return async (req, res) => applyOutcome(res, await decide(req, incomingFacts(req)));
+}
+
+/**
+ * Rate limiting for a plain node:http server. The returned function resolves true when the
+ * request may go on (its rate-limit headers are set), false when it has answered the request.
+ * It never rejects: node:http has no error handler, and a rejection there would end the process.
+ * When one of your callbacks throws, it logs the error, answers 500 and resolves false, as
+ * Express's and Koa's default error handlers do.
+ *
+ *     const limit = rateLimit({ limiter });
+ *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
+ */
+export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
+  const limit = limitIncoming(options);
+  return async function sluiceRateLimit(req, res) {
+    try {
+      return await limit(req, res);
+    } catch (error) {
+      console.error(error);
+      if (!res.headersSent) res.statusCode = 500;
+      res.end();
+      return false;
+    }
+  };
+}

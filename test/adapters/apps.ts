@@ -1,0 +1,161 @@
+import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import Router from '@koa/router';
+import express5 from 'express';
+import express4 from 'express4';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import type { RateLimitOptions } from '../../src/adapters/core.js';
+import { rateLimit as expressRateLimit } from '../../src/adapters/express.js';
+import { rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
+import { rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
+import { rateLimit as koaRateLimit } from '../../src/adapters/koa.js';
+import { rateLimit as nodeRateLimit } from '../../src/adapters/node.js';
+
+/**
+ * The app every adapter serves in the behavioural suite:
+ * - GET /       'home', limited by `global`;
+ * - GET /health 'ok', limited by `global` unless `skipPath` names it;
+ * - GET /login  'login', limited only by its own `login` options (when given).
+ */
+export interface AppSpec {
+  readonly global: RateLimitOptions<unknown>;
+  readonly login?: RateLimitOptions<unknown>;
+  readonly skipPath?: string;
+}
+
+export interface RunningApp {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export interface Adapter {
+  readonly name: string;
+  serve(spec: AppSpec): Promise<RunningApp>;
+}
+
+function listen(listener: RequestListener): Promise<RunningApp> {
+  const server = createServer(listener);
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        close: () => new Promise<void>((done, fail) => server.close((error) => (error ? fail(error) : done()))),
+      });
+    });
+  });
+}
+
+/** Global options with the spec's skip, given how this framework spells a request's path. */
+function globalOptions<Req>(spec: AppSpec, path: (req: Req) => string): RateLimitOptions<Req> {
+  const { skipPath } = spec;
+  return skipPath === undefined ? spec.global : { ...spec.global, skip: (req) => path(req) === skipPath };
+}
+
+function expressAdapter(name: string, express: typeof express5): Adapter {
+  return {
+    name,
+    serve(spec) {
+      const app = express();
+      if (spec.login) app.get('/login', expressRateLimit(spec.login), (_req, res) => void res.send('login'));
+      app.use(expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)));
+      app.get('/', (_req, res) => void res.send('home'));
+      app.get('/health', (_req, res) => void res.send('ok'));
+      return listen(app);
+    },
+  };
+}
+
+const nodeAdapter: Adapter = {
+  name: 'node:http',
+  serve(spec) {
+    const global = nodeRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname));
+    const login = spec.login ? nodeRateLimit(spec.login) : undefined;
+    return listen(async (req: IncomingMessage, res: ServerResponse) => {
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      if (path === '/login' && login) {
+        if (await login(req, res)) res.end('login');
+        return;
+      }
+      if (await global(req, res)) res.end(path === '/health' ? 'ok' : 'home');
+    });
+  },
+};
+
+const fastifyAdapter: Adapter = {
+  name: 'fastify',
+  async serve(spec) {
+    const app = Fastify();
+    await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
+    app.get('/', async () => 'home');
+    app.get('/health', async () => 'ok');
+    if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, async () => 'login');
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    return { url, close: () => app.close() };
+  },
+};
+
+const honoAdapter: Adapter = {
+  name: 'hono',
+  serve(spec) {
+    const app = new Hono();
+    if (spec.login) app.get('/login', honoRateLimit({ getConnInfo, ...spec.login }), (c) => c.text('login'));
+    app.use(honoRateLimit({ getConnInfo, ...globalOptions(spec, (c) => c.req.path) }));
+    // A raw Response, not c.text(): the headers must land on whatever the handler returns.
+    app.get('/', () => new Response('home'));
+    app.get('/health', (c) => c.text('ok'));
+    return listen(getRequestListener(app.fetch));
+  },
+};
+
+const koaAdapter: Adapter = {
+  name: 'koa',
+  serve(spec) {
+    const app = new Koa();
+    if (spec.login) {
+      const login = new Router();
+      login.get('/login', koaRateLimit(spec.login), (ctx) => void (ctx.body = 'login'));
+      app.use(login.routes());
+    }
+    app.use(koaRateLimit(globalOptions(spec, (ctx: Koa.Context) => ctx.path)));
+    const routes = new Router();
+    routes.get('/', (ctx) => void (ctx.body = 'home'));
+    routes.get('/health', (ctx) => void (ctx.body = 'ok'));
+    app.use(routes.routes());
+    return listen(app.callback());
+  },
+};
+
+export const adapters: readonly Adapter[] = [
+  expressAdapter('express 5', express5),
+  expressAdapter('express 4', express4),
+  fastifyAdapter,
+  honoAdapter,
+  koaAdapter,
+  nodeAdapter,
+];
+
+export interface Reply {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** One GET over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
+export function get(url: string, options: { from?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

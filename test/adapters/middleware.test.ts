@@ -1,0 +1,240 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { startRedisServer } from '../../src/cli/redis-server.js';
+import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
+import { createLimiter, fixedWindow, memoryStore, redisStore, type Limiter } from '../../src/index.js';
+import { uniquePrefix, useRedis } from '../support/redis.js';
+import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
+
+// A window edge: the fake clock starts 10 s into a minute, so a 1-minute window resets in 50 s.
+const MINUTE_EDGE = 1_800_000_000_000;
+const START = MINUTE_EDGE + 10_000;
+
+/** A memory store on a clock the test moves by hand. */
+function fakeClock() {
+  const clock = { now: START };
+  const store = memoryStore({ now: () => clock.now });
+  // Limiters sharing a store need their own prefixes, or they count the same keys.
+  const limiter = (limit: number, name = 'fixed-window'): Limiter => createLimiter({ store, prefix: name, policy: fixedWindow({ limit, window: '1m', name }) });
+  return { clock, limiter };
+}
+
+/** The rate-limit fields of a reply (every header sluice may send), absent ones left out. */
+function rateLimitFields(headers: Record<string, unknown>): Record<string, unknown> {
+  const names = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after'];
+  return Object.fromEntries(names.filter((name) => headers[name] !== undefined).map((name) => [name, headers[name]]));
+}
+
+async function statuses(url: string, count: number, options: Parameters<typeof get>[1] = {}): Promise<number[]> {
+  const result: number[] = [];
+  for (let i = 0; i < count; i++) result.push((await get(url, options)).status);
+  return result;
+}
+
+const harness = useRedis();
+
+// A real redis-server, stopped before the tests run: its client fails each command at once
+// (no offline queue, no retries), as a production client should be set up.
+let deadRedis: Redis | undefined;
+before(async () => {
+  const server = await startRedisServer();
+  deadRedis = new Redis(server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true });
+  await deadRedis.connect();
+  deadRedis.on('error', () => undefined);
+  await server.stop();
+});
+after(() => deadRedis?.disconnect());
+
+for (const adapter of adapters) {
+  describe(`${adapter.name} middleware`, () => {
+    const running: RunningApp[] = [];
+    const serve = async (spec: AppSpec) => {
+      const app = await adapter.serve(spec);
+      running.push(app);
+      return app;
+    };
+    after(() => Promise.all(running.map((app) => app.close())));
+
+    it('admits up to the limit, then answers 429 with exact draft-11 headers and a problem body', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(2, 'per-minute') } });
+      const first = await get(`${app.url}/`);
+      assert.equal(first.status, 200);
+      assert.equal(first.body, 'home');
+      assert.deepEqual(rateLimitFields(first.headers), { 'ratelimit-policy': '"per-minute";q=2;w=60', ratelimit: '"per-minute";r=1;t=50' });
+      assert.equal((await get(`${app.url}/`)).status, 200);
+      const denied = await get(`${app.url}/`);
+      assert.equal(denied.status, 429);
+      assert.deepEqual(rateLimitFields(denied.headers), { 'ratelimit-policy': '"per-minute";q=2;w=60', ratelimit: '"per-minute";r=0;t=50', 'retry-after': '50' });
+      assert.equal(denied.headers['content-type'], 'application/problem+json');
+      assert.deepEqual(JSON.parse(denied.body), {
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Too Many Requests: the quota of this client is exceeded',
+        status: 429,
+        'violated-policies': ['per-minute'],
+      });
+    });
+
+    it('admits a client that waits Retry-After seconds, and not one ms sooner', async () => {
+      const { clock, limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1) } });
+      assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
+      const retryAfter = Number((await get(`${app.url}/`)).headers['retry-after']);
+      clock.now += retryAfter * 1000 - 1;
+      assert.equal((await get(`${app.url}/`)).status, 429);
+      clock.now += 1;
+      assert.equal((await get(`${app.url}/`)).status, 200);
+    });
+
+    it('counts what cost(req) says a request uses', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(5), cost: () => 2 } });
+      assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"fixed-window";r=3;t=50');
+      assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
+    });
+
+    it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
+      const { limiter } = fakeClock();
+      const warnings: SluiceWarning[] = [];
+      const app = await serve({ global: { limiter: limiter(1), onWarning: (warning) => warnings.push(warning) } });
+      assert.equal((await get(`${app.url}/`, { from: '127.0.0.2' })).status, 200);
+      for (const forged of ['198.51.100.1', '198.51.100.2', '2001:db8::1']) {
+        assert.equal((await get(`${app.url}/`, { from: '127.0.0.2', headers: { 'X-Forwarded-For': forged } })).status, 429);
+      }
+      assert.equal((await get(`${app.url}/`, { from: '127.0.0.3' })).status, 200);
+      assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_PROXY_HEADER_IGNORED']);
+    });
+
+    it('behind one trusted proxy, reads only the hop it appended: forged addresses to its left earn nothing', async () => {
+      const { limiter } = fakeClock();
+      const warnings: SluiceWarning[] = [];
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, onWarning: (warning) => warnings.push(warning) } });
+      const through = (chain: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } });
+      assert.equal((await through('203.0.113.9')).status, 200);
+      assert.equal((await through('198.51.100.1, 203.0.113.9')).status, 429);
+      assert.equal((await through('198.51.100.2,203.0.113.9')).status, 429);
+      assert.equal((await through('::ffff:203.0.113.9')).status, 429);
+      assert.equal((await through('203.0.113.10')).status, 200);
+      assert.deepEqual(warnings, []);
+    });
+
+    it('groups IPv6 clients by /56: one client rotating through its addresses shares one quota', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(2), trustedProxies: 1 } });
+      const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
+      assert.equal((await from('2001:db8:ab:cd01::1')).status, 200);
+      assert.equal((await from('2001:db8:ab:cdff:1234::2')).status, 200);
+      assert.equal((await from('2001:db8:ab:cd42::3')).status, 429);
+      assert.equal((await from('2001:db8:ab:ce00::1')).status, 200);
+    });
+
+    it('reads the Forwarded header when told to, and only it', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, proxyHeader: 'forwarded' } });
+      const send = (headers: Record<string, string>) => get(`${app.url}/`, { headers });
+      assert.equal((await send({ Forwarded: 'for="[2001:db8:cafe::17]:4711";proto=https' })).status, 200);
+      assert.equal((await send({ Forwarded: 'for=198.51.100.1, for="[2001:db8:cafe:1::9]"', 'X-Forwarded-For': '203.0.113.1' })).status, 429);
+      assert.equal((await send({ Forwarded: 'for=192.0.2.60' })).status, 200);
+    });
+
+    it('skips what skip() names, and limits a route by its own limiter alone', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1, 'site') }, login: { limiter: limiter(2, 'login') }, skipPath: '/health' });
+      const health = await get(`${app.url}/health`);
+      assert.equal(health.body, 'ok');
+      assert.deepEqual(rateLimitFields(health.headers), {});
+      assert.deepEqual(await statuses(`${app.url}/health`, 3), [200, 200, 200]);
+      assert.deepEqual(await statuses(`${app.url}/login`, 3), [200, 200, 429]);
+      const denied = await get(`${app.url}/login`);
+      assert.equal(denied.headers.ratelimit, '"login";r=0;t=50');
+      assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['login']);
+      assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
+    });
+
+    it('sends the fields of each header mode, and only those', async () => {
+      const expected: Record<string, Record<string, string>> = {
+        'draft-7': { 'ratelimit-policy': '1;w=60', ratelimit: 'limit=1, remaining=0, reset=50', 'retry-after': '50' },
+        'draft-6': { 'ratelimit-policy': '1;w=60', 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': '50', 'retry-after': '50' },
+        legacy: { 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String((START + 50_000) / 1000), 'retry-after': '50' },
+        false: { 'retry-after': '50' },
+      };
+      for (const mode of ['draft-7', 'draft-6', 'legacy', false] as const) {
+        const { clock, limiter } = fakeClock();
+        // The legacy reset is epoch seconds from this server's clock: pin it to the fake one.
+        const realNow = Date.now;
+        Date.now = () => clock.now;
+        try {
+          const app = await serve({ global: { limiter: limiter(1), headers: mode } });
+          await get(`${app.url}/`);
+          assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), expected[String(mode)], String(mode));
+        } finally {
+          Date.now = realNow;
+        }
+      }
+    });
+
+    it('answers 503 with a custom body when asked, and tells onDenied', async () => {
+      const { limiter } = fakeClock();
+      const denials: string[] = [];
+      const options: RateLimitOptions<unknown> = {
+        limiter: limiter(1, 'shed'),
+        status: 503,
+        onDenied: (_req, denial) => void denials.push(`${denial.reason} ${denial.status} ${denial.key} ${denial.violated.map((p) => p.name).join()}`),
+        body: (_req, denial) => ({ error: 'busy', retryInMs: denial.retryAfterMs }),
+      };
+      const app = await serve({ global: options });
+      await get(`${app.url}/`, { from: '127.0.0.4' });
+      const denied = await get(`${app.url}/`, { from: '127.0.0.4' });
+      assert.equal(denied.status, 503);
+      assert.equal(denied.headers['retry-after'], '50');
+      assert.equal(denied.headers['content-type'], 'application/json; charset=utf-8');
+      assert.deepEqual(JSON.parse(denied.body), { error: 'busy', retryInMs: 50_000 });
+      assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
+    });
+
+    it('answers 500 when a callback throws, and goes on serving', async () => {
+      const { limiter } = fakeClock();
+      let calls = 0;
+      const key = () => {
+        calls += 1;
+        if (calls <= 2) throw new Error('no key for this request');
+        return 'client';
+      };
+      const app = await serve({ global: { limiter: limiter(5), key } });
+      // Each framework logs the error through its default handler; keep the test output clean.
+      const realError = console.error;
+      console.error = () => undefined;
+      try {
+        assert.deepEqual(await statuses(`${app.url}/`, 3), [500, 500, 200]);
+      } finally {
+        console.error = realError;
+      }
+    });
+
+    it('enforces the limit through a real Redis', async () => {
+      const limiter = createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 3, window: '1h' }) });
+      const app = await serve({ global: { limiter } });
+      assert.deepEqual(await statuses(`${app.url}/`, 5), [200, 200, 200, 429, 429]);
+    });
+
+    for (const onStoreError of ['allow', 'deny'] as const) {
+      it(`when Redis is down, follows onStoreError: '${onStoreError}', reporting the failure once`, async () => {
+        const warnings: SluiceWarning[] = [];
+        const limiter = createLimiter({ store: redisStore(deadRedis as Redis), policy: fixedWindow({ limit: 1, window: '1m' }) });
+        const app = await serve({ global: { limiter, onStoreError, onWarning: (warning) => warnings.push(warning) } });
+        const replies = [await get(`${app.url}/`), await get(`${app.url}/`)];
+        for (const reply of replies) {
+          assert.deepEqual(rateLimitFields(reply.headers), {});
+          if (onStoreError === 'allow') {
+            assert.deepEqual([reply.status, reply.body], [200, 'home']);
+          } else {
+            assert.equal(reply.status, 503);
+            assert.equal(JSON.parse(reply.body).title, 'Service Unavailable');
+          }
+        }
+        assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_STORE_FAILED']);
+      });
+    }
+  });
+}

@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { describe, it } from 'node:test';
+import { promisify } from 'node:util';
+
+// After `npm run build` (npm test's pretest). Plain node, not tsx: tsx would map `sluice/*` to the
+// source (tsconfig paths), and this checks what users get from the package's exports map.
+const root = new URL('../../', import.meta.url);
+const subpaths = ['express', 'fastify', 'hono', 'koa', 'node'];
+const frameworks = ['express', 'fastify', 'hono', 'koa', '@hono/node-server'];
+
+const probe = `
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const found = {};
+for (const subpath of ${JSON.stringify(subpaths)}) {
+  const name = 'sluice/' + subpath;
+  found[subpath] = [import.meta.resolve(name), typeof (await import(name)).rateLimit, require.resolve(name), typeof require(name).rateLimit];
+}
+console.log(JSON.stringify(found));
+`;
+
+describe('adapter subpaths of the built package', () => {
+  it('load from ESM and CommonJS, from dist', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', probe], { cwd: root });
+    const found = JSON.parse(stdout) as Record<string, [string, string, string, string]>;
+    for (const subpath of subpaths) {
+      assert.deepEqual(found[subpath], [
+        new URL(`dist/esm/adapters/${subpath}.js`, root).href,
+        'function',
+        new URL(`dist/cjs/adapters/${subpath}.js`, root).pathname,
+        'function',
+      ]);
+    }
+  });
+
+  it('type-check the setup of every framework, from ESM and CommonJS, against the built types', async () => {
+    const tsc = new URL('node_modules/typescript/bin/tsc', root).pathname;
+    await promisify(execFile)(process.execPath, [tsc, '-p', 'test/package/consumer'], { cwd: root });
+  });
+
+  it('load nothing of the frameworks, which are optional peers', async () => {
+    for (const subpath of subpaths) {
+      for (const flavour of ['esm', 'cjs']) {
+        const code = await readFile(new URL(`dist/${flavour}/adapters/${subpath}.js`, root), 'utf8');
+        for (const framework of frameworks) {
+          assert.ok(!code.includes(`from '${framework}'`) && !code.includes(`require("${framework}")`), `${flavour} ${subpath} loads ${framework}`);
+        }
+      }
+    }
+  });
+});

@@ -1,0 +1,32 @@
+// The two-line setup of each framework, as the docs show it, must type-check against the built types.
+import { createServer } from 'node:http';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import { createLimiter, fixedWindow, memoryStore } from 'sluice';
+import { rateLimit as expressRateLimit } from 'sluice/express';
+import { rateLimit as fastifyRateLimit } from 'sluice/fastify';
+import { rateLimit as honoRateLimit } from 'sluice/hono';
+import { rateLimit as koaRateLimit } from 'sluice/koa';
+import { rateLimit as nodeRateLimit } from 'sluice/node';
+
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 5, window: '1m' }) });
+
+express().use(expressRateLimit({ limiter }));
+express().use(expressRateLimit({ limiter, key: (req) => req.path }));
+
+const fastify = Fastify();
+await fastify.register(fastifyRateLimit, { limiter, skip: (request) => request.url === '/health' });
+fastify.get('/login', { config: { rateLimit: { limiter, status: 503 } } }, async () => 'login');
+fastify.get('/health', { config: { rateLimit: false } }, async () => 'ok');
+
+new Hono().use(honoRateLimit({ limiter, getConnInfo, skip: (c) => c.req.path === '/health' }));
+
+new Koa().use(koaRateLimit({ limiter, key: (ctx) => ctx.path }));
+
+const limit = nodeRateLimit({ limiter });
+createServer(async (req, res) => {
+  if (await limit(req, res)) res.end('hello');
+});

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { InvalidOptionError } from '../../src/index.js';
+import { addressKey, clientAddress, clientAddressConfig, parseAddress } from '../../src/http/client-address.js';
+
+describe('parseAddress', () => {
+  it('turns every spelling of an address into a bare IP', () => {
+    assert.equal(parseAddress('::ffff:203.0.113.7'), '203.0.113.7');
+    assert.equal(parseAddress('::FFFF:203.0.113.7'), '203.0.113.7');
+    assert.equal(parseAddress(' 203.0.113.7 '), '203.0.113.7');
+    assert.equal(parseAddress('203.0.113.7:4711'), '203.0.113.7');
+    assert.equal(parseAddress('[2001:DB8::1]:4711'), '2001:db8::1');
+    assert.equal(parseAddress('[2001:db8::1]'), '2001:db8::1');
+    assert.equal(parseAddress('fe80::1%eth0'), 'fe80::1');
+  });
+
+  it('knows no address in what is not one', () => {
+    for (const raw of ['unknown', '_hidden', '', '1.2.3', '203.0.113.7, 1.1.1.1', 'example.com']) assert.equal(parseAddress(raw), undefined, raw);
+  });
+});
+
+describe('addressKey', () => {
+  it('keeps an IPv4 address whole', () => {
+    assert.equal(addressKey('203.0.113.7', 56), '203.0.113.7');
+  });
+
+  it('keys an IPv6 address by its prefix', () => {
+    assert.equal(addressKey('2001:db8:ab:cd01::1', 56), '2001:db8:ab:cd00::/56');
+    assert.equal(addressKey('2001:db8:ab:cdff:1234:5678:9abc:def0', 56), '2001:db8:ab:cd00::/56');
+    assert.equal(addressKey('2001:db8:ab:cdff:1234:5678:9abc:def0', 64), '2001:db8:ab:cdff::/64');
+    assert.equal(addressKey('2001:db8:ab:cdff:1234:5678:9abc:def0', 128), '2001:db8:ab:cdff:1234:5678:9abc:def0/128');
+    assert.equal(addressKey('ffff::1', 1), '8000::/1');
+    assert.equal(addressKey('::1', 56), '::/56');
+    assert.equal(addressKey('2001:db8::ffff:1.2.3.4', 128), '2001:db8:0:0:0:ffff:102:304/128');
+  });
+});
+
+describe('clientAddress', () => {
+  const trusting = (trustedProxies: number, proxyHeader: 'x-forwarded-for' | 'forwarded' = 'x-forwarded-for') => clientAddressConfig({ trustedProxies, proxyHeader });
+
+  it('uses the socket alone when no proxy is trusted, and flags a proxy header', () => {
+    assert.deepEqual(clientAddress(trusting(0), '::ffff:127.0.0.1', undefined), { address: '127.0.0.1' });
+    assert.deepEqual(clientAddress(trusting(0), '127.0.0.1', '198.51.100.1'), { address: '127.0.0.1', problem: 'proxy-header-ignored' });
+  });
+
+  it('takes the address as many hops from the right as there are trusted proxies', () => {
+    const chain = '198.51.100.1, 203.0.113.9, 192.0.2.1';
+    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', chain), { address: '192.0.2.1' });
+    assert.deepEqual(clientAddress(trusting(2), '10.0.0.2', chain), { address: '203.0.113.9' });
+    assert.deepEqual(clientAddress(trusting(3), '10.0.0.2', chain), { address: '198.51.100.1' });
+    assert.deepEqual(clientAddress(trusting(4), '10.0.0.2', chain), { address: '198.51.100.1', problem: 'proxy-chain-short' });
+    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', undefined), { address: '10.0.0.2', problem: 'proxy-chain-short' });
+  });
+
+  it('reads the for= of each Forwarded element', () => {
+    const forwarded = 'for=198.51.100.1;proto=http, by=10.0.0.1, for="[2001:db8:cafe::17]:4711"';
+    assert.deepEqual(clientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8:cafe::17' });
+    assert.deepEqual(clientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: undefined });
+    assert.deepEqual(clientAddress(trusting(3, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
+  });
+
+  it('knows no address when the trusted hop wrote none', () => {
+    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', '198.51.100.1, unknown'), { address: undefined });
+  });
+});
+
+describe('clientAddressConfig', () => {
+  it('defaults to no proxy, X-Forwarded-For and /56', () => {
+    assert.deepEqual(clientAddressConfig({}), { trustedProxies: 0, proxyHeader: 'x-forwarded-for', ipv6Subnet: 56 });
+  });
+
+  it('refuses to trust every proxy, and other bad values, naming the option', () => {
+    const bad: [string, Record<string, unknown>][] = [
+      ['trustedProxies', { trustedProxies: true }],
+      ['trustedProxies', { trustedProxies: Infinity }],
+      ['trustedProxies', { trustedProxies: -1 }],
+      ['trustedProxies', { trustedProxies: 1.5 }],
+      ['proxyHeader', { proxyHeader: 'x-real-ip' }],
+      ['ipv6Subnet', { ipv6Subnet: 0 }],
+      ['ipv6Subnet', { ipv6Subnet: 129 }],
+    ];
+    for (const [option, options] of bad) {
+      assert.throws(() => clientAddressConfig(options), (error: unknown) => error instanceof InvalidOptionError && error.option === option, JSON.stringify(options));
+    }
+  });
+});

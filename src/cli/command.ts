@@ -56,10 +56,11 @@ export interface Command {
 export const redisOption = { redis: { type: 'string' } } as const;
 export const REDIS_HELP = '--redis <url>      the Redis to use (default: $REDIS_URL)';
 
-/** --redis, else REDIS_URL, else undefined. */
-export function redisUrlOf(parsed: ParsedCommand, io: CliIo): string | undefined {
+/** The Redis URL of --redis, else of REDIS_URL, with where it came from for messages; else undefined. */
+export function redisUrlOf(parsed: ParsedCommand, io: CliIo): { url: string; source: string } | undefined {
   const flag = parsed.values.redis;
-  return typeof flag === 'string' ? flag : io.env.REDIS_URL || undefined;
+  if (typeof flag === 'string') return { url: flag, source: '--redis' };
+  return io.env.REDIS_URL ? { url: io.env.REDIS_URL, source: 'REDIS_URL' } : undefined;
 }
 
 /** The one positional a command takes, or a UsageError naming it. */

@@ -1,8 +1,10 @@
+import type { Redis } from 'ioredis';
 import { redisStore } from '../stores/redis.js';
 import type { Store } from '../stores/store.js';
 import { UsageError } from './command.js';
 
 export interface RedisConnection {
+  readonly client: Redis;
   readonly store: Store;
   /** The URL with any password masked, safe to print. */
   readonly safeUrl: string;
@@ -16,7 +18,8 @@ export function maskPassword(url: URL): string {
   return masked.href;
 }
 
-function parseRedisUrl(text: string, source: string): URL {
+/** The URL, or a one-line UsageError naming `source` (--redis, REDIS_URL) and the bad value. */
+export function parseRedisUrl(text: string, source: string): URL {
   let url: URL;
   try {
     url = new URL(text);
@@ -37,13 +40,13 @@ function parseRedisUrl(text: string, source: string): URL {
 export async function connectRedis(text: string, source: string): Promise<RedisConnection> {
   const url = parseRedisUrl(text, source);
   const safeUrl = maskPassword(url);
-  let Redis;
+  let ioredis;
   try {
-    ({ Redis } = await import('ioredis'));
+    ioredis = await import('ioredis');
   } catch {
     throw new Error('sluice: the sluice command talks to Redis through ioredis; install it: npm install ioredis');
   }
-  const client = new Redis(url.href, {
+  const client = new ioredis.Redis(url.href, {
     lazyConnect: true,
     connectTimeout: 5000,
     maxRetriesPerRequest: 0,
@@ -64,6 +67,7 @@ export async function connectRedis(text: string, source: string): Promise<RedisC
     throw new Error(`sluice: cannot connect to Redis at ${safeUrl}: ${reason instanceof Error ? reason.message : String(reason)}`, { cause: error });
   }
   return {
+    client,
     store: redisStore(client),
     safeUrl,
     async close() {

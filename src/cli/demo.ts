@@ -8,8 +8,8 @@ import { createLimiter, type Limiter } from '../core/limiter.js';
 import type { Policy } from '../core/types.js';
 import { rateLimitResponse } from '../http/headers.js';
 import { memoryStore } from '../stores/memory.js';
-import { redisStore } from '../stores/redis.js';
 import type { Store } from '../stores/store.js';
+import { connectRedis } from './connect.js';
 import { RedisServerMissingError, startRedisServer, type RedisServer } from './redis-server.js';
 
 /** One request of an edge run: when it was decided, relative to the window edge, and the answer. */
@@ -145,13 +145,15 @@ export async function runDemo({ redisUrl, print = console.log }: DemoOptions = {
       return sluiceLessons(memoryStore(), 0, print);
     }
   }
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(redisUrl ?? server?.url ?? '', { maxRetriesPerRequest: 1 });
   try {
-    await classicBug(redis, `sluice-demo-naive-${randomUUID()}`, print);
-    return await sluiceLessons(redisStore(redis), await serverClockOffset(redis), print);
+    const redis = await connectRedis(redisUrl ?? server?.url ?? '', 'the Redis URL');
+    try {
+      await classicBug(redis.client, `sluice-demo-naive-${randomUUID()}`, print);
+      return await sluiceLessons(redis.store, await serverClockOffset(redis.client), print);
+    } finally {
+      await redis.close();
+    }
   } finally {
-    await redis.quit();
     await server?.stop();
   }
 }

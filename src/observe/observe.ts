@@ -143,11 +143,14 @@ function isUsageError(error: unknown): boolean {
   return error instanceof SluiceError && error.code !== 'SLUICE_STORE_ERROR';
 }
 
-/** Calls a user's hook; a hook that throws must not turn a decision into a failure, so it becomes a warning. */
-function emit<E>(hook: ((event: E) => void) | undefined, event: E): void {
+/**
+ * Calls a user's hook with the event `build` makes (only when there is a hook: no cost otherwise).
+ * A hook that throws must not turn a decision into a failure, so its error becomes a warning.
+ */
+function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
   if (!hook) return;
   try {
-    hook(event);
+    hook(build());
   } catch (error) {
     process.emitWarning(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, { code: 'SLUICE_HOOK_FAILED' });
   }
@@ -192,21 +195,21 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
   function storeError(operation: Operation, key: string, durationMs: number, reason: string, error: unknown, decision?: Decision): void {
     if (failuresInARow++ === 0) failingSince = Date.now();
     instruments?.storeErrors.add(1, { ...byOperation[operation], 'sluice.error.reason': reason });
-    emit(onStoreError, {
+    emit(onStoreError, () => ({
       ...eventBase(operation, key),
       reason,
       error: summary(error),
       ...(includeKeys ? { cause: error } : {}),
       ...(decision ? { decision } : {}),
       durationMs,
-    });
+    }));
   }
 
   function success(operation: Operation, key: string): void {
     if (failuresInARow === 0) return;
-    const event = { ...eventBase(operation, key), failures: failuresInARow, downForMs: Date.now() - failingSince };
+    const failures = failuresInARow;
     failuresInARow = 0;
-    emit(onRecover, event);
+    emit(onRecover, () => ({ ...eventBase(operation, key), failures, downForMs: Date.now() - failingSince }));
   }
 
   /** Runs one call, timing it and reporting a rejection as a store error; misuse passes through untouched. */
@@ -241,7 +244,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     } else {
       success(operation, key);
     }
-    emit(onDecision, { ...eventBase(operation, key), operation, decision, durationMs });
+    emit(onDecision, () => ({ ...eventBase(operation, key), operation, decision, durationMs }));
     return decision;
   }
 

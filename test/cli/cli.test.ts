@@ -156,6 +156,7 @@ describe('sluice usage and failures', () => {
       [['reset', 'k', '--prefix', 'a{b}', ...url], /^sluice: --prefix "a\{b\}": option "prefix" must be/],
       [['reset', 'k', '--redis', 'localhost:6379'], /^sluice: --redis must start with redis:\/\/ or rediss:\/\/; got "localhost:6379"$/],
       [['demo', '--json'], /^sluice demo: Unknown option '--json'/],
+      [['demo', '--redis', 'localhost'], /^sluice: --redis must be a URL such as redis:\/\/127.0.0.1:6379; got "localhost"$/],
     ];
     for (const [argv, message] of cases) {
       const run = await sluice(argv);
@@ -174,8 +175,10 @@ describe('sluice usage and failures', () => {
       assert.deepEqual(run, { code: 3, out: [], err: [`sluice ${command}: needs a Redis; pass --redis redis://host:6379 or set REDIS_URL`] });
     }
     // Port 1 on loopback: nothing listens there.
-    const down = await sluice(['reset', 'k', '--redis', 'redis://admin:hunter2@127.0.0.1:1']);
-    assert.deepEqual(down, { code: 1, out: [], err: ['sluice: cannot connect to Redis at redis://admin:***@127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1'] });
+    for (const argv of [['reset', 'k'], ['demo']]) {
+      const down = await sluice([...argv, '--redis', 'redis://admin:hunter2@127.0.0.1:1']);
+      assert.deepEqual(down, { code: 1, out: [], err: ['sluice: cannot connect to Redis at redis://admin:***@127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1'] });
+    }
   });
 
   it('works as the built bin, with REDIS_URL and --json, and exits with its code', async () => {

@@ -179,10 +179,13 @@ function labelsOfEvent(limiter: Limiter) {
 /** A real limiter whose decisions get the fields shadow mode and failure handling add. */
 function withExtras(limiter: Limiter, extras: (decision: Decision, call: number) => Record<string, unknown>): Limiter {
   let calls = 0;
-  return { ...limiter, limit: async (key, options) => {
-    const decision = await limiter.limit(key, options);
-    return { ...decision, ...extras(decision, calls++) };
-  } };
+  return {
+    ...limiter,
+    async limit(key, options) {
+      const decision = await limiter.limit(key, options);
+      return { ...decision, ...extras(decision, calls++) };
+    },
+  };
 }
 
 describe('observe: decisions from shadow mode and from failure handling', () => {

@@ -1,5 +1,8 @@
-import { writeFile } from 'node:fs/promises';
-import { REDIS_HELP, redisOption, redisUrlOf, type Command } from '../command.js';
+import { constants } from 'node:fs';
+import { access, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { EXIT, REDIS_HELP, redisOption, redisUrlOf, type Command } from '../command.js';
+import { parseRedisUrl } from '../connect.js';
 import { runDemo } from '../demo.js';
 import { renderEdgeReport } from '../report.js';
 
@@ -25,11 +28,15 @@ Examples:
   options: { html: { type: 'string' }, ...redisOption },
   async run(parsed, io) {
     const html = parsed.values.html;
-    const timelines = await runDemo({ redisUrl: redisUrlOf(parsed, io), print: io.out });
+    const redis = redisUrlOf(parsed, io);
+    if (redis) parseRedisUrl(redis.url, redis.source);
+    // Fail before the demo's seconds of waiting, not after, when the report cannot be written.
+    if (typeof html === 'string') await access(dirname(html), constants.W_OK);
+    const timelines = await runDemo({ redisUrl: redis?.url, print: io.out });
     if (typeof html === 'string') {
       await writeFile(html, renderEdgeReport(timelines));
       io.out(`report written to ${html}`);
     }
-    return 0;
+    return EXIT.ok;
   },
 };

@@ -25,19 +25,10 @@ describe('sluice demo --html', () => {
   });
   after(() => rm(dir, { recursive: true, force: true }));
 
-  it('prints the seven lines of the demo, then where the report went', () => {
+  it('prints the demo (its seven lines are checked in test/integration/demo.test.ts), then where the report went', () => {
     assert.equal(lines.length, 8, lines.join('\n'));
-    const expected = [
-      'naive after crash: ttl = -1 | allowed: true true true true false false false false',
-      'EXPIRE NX on a key without TTL -> 1 , again -> 0',
-      '429 Too Many Requests',
-      /^Retry-After: \d+ \| remaining 0$/,
-      'fixed window: allowed in 200 ms around the edge: 10 of 10 (limit is 5 per second)',
-      'sliding log : allowed in 200 ms around the edge: 5 of 10',
-      'token bucket: 5 quick calls then one after 1.1 s -> 1 1 1 0 0 1',
-      `report written to ${reportFile}`,
-    ];
-    expected.forEach((line, i) => (typeof line === 'string' ? assert.equal(lines[i], line) : assert.match(lines[i] ?? '', line)));
+    assert.equal(lines[4], 'fixed window: allowed in 200 ms around the edge: 10 of 10 (limit is 5 per second)');
+    assert.equal(lines[7], `report written to ${reportFile}`);
   });
 
   it('writes a page that loads nothing from anywhere', async () => {

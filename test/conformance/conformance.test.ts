@@ -115,7 +115,7 @@ for (const storeCase of harness.cases) {
           });
 
           it('leaves no key without a TTL after a mixed workload', async () => {
-            const limiter = limiterFor(storeCase, algorithm.policy(5, 500));
+            const limiter = limiterFor(storeCase, algorithm.policy(5, 60_000));
             const work: Promise<unknown>[] = [];
             for (let i = 0; i < 300; i++) {
               const key = `user:${i % 40}`;
@@ -126,7 +126,8 @@ for (const storeCase of harness.cases) {
             await Promise.all(work);
             const keys = await keysWithTtl(redisOf(), limiter.prefix);
             assert.ok(keys.size > 0);
-            for (const [key, ttl] of keys) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+            // -1 is a key without a TTL; -2 one that expired between SCAN and PTTL.
+            for (const [key, ttl] of keys) assert.ok(ttl > 0 || ttl === -2, `${key} has PTTL ${ttl}`);
           });
 
           it('decides the same after SCRIPT FLUSH between calls', async () => {

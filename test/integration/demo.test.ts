@@ -1,0 +1,24 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { runDemo } from '../../src/cli/demo.js';
+import { useRedis } from '../support/redis.js';
+
+const harness = useRedis();
+
+describe('demo', () => {
+  it('prints the seven lines with the measured counts and leaves no key behind', async () => {
+    const lines: string[] = [];
+    await runDemo({ redisUrl: harness.server.url, print: (line) => lines.push(line) });
+    assert.equal(lines.length, 7, lines.join('\n'));
+    assert.equal(lines[0], 'naive after crash: ttl = -1 | allowed: true true true true false false false false');
+    assert.equal(lines[1], 'EXPIRE NX on a key without TTL -> 1 , again -> 0');
+    assert.equal(lines[2], '429 Too Many Requests');
+    const retryAfter = /^Retry-After: (\d+) \| remaining 0$/.exec(lines[3] ?? '');
+    assert.ok(retryAfter, lines[3]);
+    assert.ok(Number(retryAfter[1]) >= 1 && Number(retryAfter[1]) <= 60, lines[3]);
+    assert.equal(lines[4], 'fixed window: allowed in 200 ms around the edge: 10 of 10 (limit is 5 per second)');
+    assert.equal(lines[5], 'sliding log : allowed in 200 ms around the edge: 5 of 10');
+    assert.equal(lines[6], 'token bucket: 5 quick calls then one after 1.1 s -> 1 1 1 0 0 1');
+    assert.equal(await harness.redis.dbsize(), 0);
+  });
+});

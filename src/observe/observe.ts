@@ -240,7 +240,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
       if (extras.shadow === true && extras.shadowDenied === true) instruments.shadowDenied.add(1, labels);
     }
     if (typeof extras.reason === 'string' && FAILURE_REASONS.has(extras.reason)) {
-      storeError(operation, key, durationMs, extras.reason, extras.error, decision);
+      storeError(operation, key, durationMs, extras.reason, extras.error ?? `the store failed (${extras.reason})`, decision);
     } else {
       success(operation, key);
     }

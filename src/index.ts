@@ -20,3 +20,15 @@ export type { Store } from './stores/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';
 export { rateLimitResponse, rateLimitHeaders, type RateLimitResponse, type HeaderMode } from './http/headers.js';
+export {
+  observe,
+  type ObserveOptions,
+  type MeterLike,
+  type MetricAttributes,
+  type Operation,
+  type LimiterEvent,
+  type DecisionEvent,
+  type StoreErrorEvent,
+  type RecoverEvent,
+  type ErrorSummary,
+} from './observe/observe.js';

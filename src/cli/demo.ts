@@ -5,31 +5,47 @@ import { fixedWindow } from '../algorithms/fixed-window.js';
 import { slidingLog } from '../algorithms/sliding-log.js';
 import { tokenBucket } from '../algorithms/token-bucket.js';
 import { createLimiter, type Limiter } from '../core/limiter.js';
+import type { Policy } from '../core/types.js';
 import { rateLimitResponse } from '../http/headers.js';
 import { memoryStore } from '../stores/memory.js';
-import { redisStore } from '../stores/redis.js';
 import type { Store } from '../stores/store.js';
+import { connectRedis } from './connect.js';
 import { RedisServerMissingError, startRedisServer, type RedisServer } from './redis-server.js';
+
+/** One request of an edge run: when it was decided, relative to the window edge, and the answer. */
+export interface EdgeRequest {
+  /** Server-clock ms from the window edge (negative: before it), estimated as the middle of the round trip. */
+  readonly atMs: number;
+  readonly allowed: boolean;
+}
+
+/** A limiter's requests in an edge run, in the order their answers came back. */
+export interface EdgeTimeline {
+  readonly policy: Policy;
+  readonly requests: readonly EdgeRequest[];
+}
 
 /**
  * Sends `perSide` concurrent requests through every limiter 100 ms before a window edge of the
- * server's clock and as many 100 ms after it; returns how many each limiter admitted.
+ * server's clock and as many 100 ms after it; records when each was decided and the answer.
  * `serverClockOffsetMs` is the server's clock minus this process's (0 for the memory store).
  * A busy machine can delay a burst across the edge; such an attempt proves nothing, so it is
  * thrown away (the key reset) and the experiment runs again at a later edge.
  */
-export async function aroundTheEdge(limiters: readonly Limiter[], key: string, serverClockOffsetMs: number, windowMs = 1000, perSide = 5): Promise<number[]> {
+export async function recordAroundTheEdge(limiters: readonly Limiter[], key: string, serverClockOffsetMs: number, windowMs = 1000, perSide = 5): Promise<EdgeTimeline[]> {
   const serverNow = () => Date.now() + serverClockOffsetMs;
   for (let attempt = 1; ; attempt++) {
     // The next edge at least 300 ms away, so the first burst can land before it.
     const edge = Math.ceil((serverNow() + 300) / windowMs) * windowMs;
-    const admitted = limiters.map(() => 0);
+    const requests: EdgeRequest[][] = limiters.map(() => []);
     const burst = async () => {
       const sent = serverNow();
       await Promise.all(
         limiters.flatMap((limiter, i) =>
           Array.from({ length: perSide }, async () => {
-            if ((await limiter.limit(key)).allowed) admitted[i] = (admitted[i] ?? 0) + 1;
+            const sentAt = serverNow();
+            const { allowed } = await limiter.limit(key);
+            requests[i]?.push({ atMs: (sentAt + serverNow()) / 2 - edge, allowed });
           }),
         ),
       );
@@ -39,10 +55,21 @@ export async function aroundTheEdge(limiters: readonly Limiter[], key: string, s
     const before = await burst();
     await sleep(edge + 100 - serverNow());
     const after = await burst();
-    if (before.answered < edge && after.sent >= edge && after.answered < edge + windowMs - 200) return admitted;
+    if (before.answered < edge && after.sent >= edge && after.answered < edge + windowMs - 200) {
+      return limiters.map((limiter, i) => ({ policy: limiter.policy, requests: requests[i] ?? [] }));
+    }
     await Promise.all(limiters.map((limiter) => limiter.reset(key)));
     if (attempt === 5) throw new Error('the machine is too busy to land a burst on each side of a window edge');
   }
+}
+
+export function admittedCount(timeline: EdgeTimeline): number {
+  return timeline.requests.filter((request) => request.allowed).length;
+}
+
+/** How many requests each limiter admitted in an edge run (see recordAroundTheEdge). */
+export async function aroundTheEdge(limiters: readonly Limiter[], key: string, serverClockOffsetMs: number, windowMs = 1000, perSide = 5): Promise<number[]> {
+  return (await recordAroundTheEdge(limiters, key, serverClockOffsetMs, windowMs, perSide)).map(admittedCount);
 }
 
 /** The hand-written limiter the demo warns about: INCR, then EXPIRE only when the count is 1. */
@@ -63,12 +90,16 @@ async function classicBug(redis: Redis, key: string, print: (line: string) => vo
   await redis.del(key);
 }
 
-async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (line: string) => void): Promise<void> {
+async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (line: string) => void): Promise<EdgeTimeline[]> {
   const prefix = `sluice-demo-${randomUUID()}`;
   const key = 'demo-client';
+  // A key of its own: the edge's token bucket must not share its state with the other one's.
+  const edgeKey = 'edge-client';
   const perMinute = createLimiter({ store, prefix, policy: fixedWindow({ limit: 5, window: '1m' }) });
   const edgeFixed = createLimiter({ store, prefix, policy: fixedWindow({ limit: 5, window: '1s' }) });
   const edgeLog = createLimiter({ store, prefix, policy: slidingLog({ limit: 5, window: '1s' }) });
+  // Refilling a token every second, it has none to give 200 ms after a full burst, however the timing jitters.
+  const edgeBucket = createLimiter({ store, prefix, policy: tokenBucket({ capacity: 5, refillPerSecond: 1 }) });
   const bucket = createLimiter({ store, prefix, policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }) });
   try {
     let last = await perMinute.limit(key);
@@ -77,7 +108,8 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     print(`${response.status} ${response.statusText}`);
     print(`Retry-After: ${response.headers['Retry-After'] ?? '(none)'} | remaining ${last.remaining}`);
 
-    const [fixed, log] = await aroundTheEdge([edgeFixed, edgeLog], key, serverClockOffsetMs);
+    const edge = await recordAroundTheEdge([edgeFixed, edgeLog, edgeBucket], edgeKey, serverClockOffsetMs);
+    const [fixed, log] = edge.map(admittedCount);
     print(`fixed window: allowed in 200 ms around the edge: ${fixed} of 10 (limit is 5 per second)`);
     print(`sliding log : allowed in 200 ms around the edge: ${log} of 10`);
 
@@ -86,8 +118,12 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     await sleep(1100);
     taken.push((await bucket.limit(key)).allowed ? 1 : 0);
     print(`token bucket: 5 quick calls then one after 1.1 s -> ${taken.join(' ')}`);
+    return edge;
   } finally {
-    await Promise.all([perMinute, edgeFixed, edgeLog, bucket].map((limiter) => limiter.reset(key)));
+    await Promise.all([
+      ...[perMinute, bucket].map((limiter) => limiter.reset(key)),
+      ...[edgeFixed, edgeLog, edgeBucket].map((limiter) => limiter.reset(edgeKey)),
+    ]);
   }
 }
 
@@ -104,8 +140,11 @@ export interface DemoOptions {
   print?: (line: string) => void;
 }
 
-/** The lesson, live: where the hand-written limiter breaks and what sluice does instead. */
-export async function runDemo({ redisUrl, print = console.log }: DemoOptions = {}): Promise<void> {
+/**
+ * The lesson, live: where the hand-written limiter breaks and what sluice does instead.
+ * Resolves with the window-edge run of each algorithm, for the HTML report.
+ */
+export async function runDemo({ redisUrl, print = console.log }: DemoOptions = {}): Promise<EdgeTimeline[]> {
   let server: RedisServer | undefined;
   if (!redisUrl) {
     try {
@@ -113,17 +152,18 @@ export async function runDemo({ redisUrl, print = console.log }: DemoOptions = {
     } catch (error) {
       if (!(error instanceof RedisServerMissingError)) throw error;
       print('(no redis-server on PATH and no REDIS_URL: the two Redis rows are skipped; the rest runs on the memory store)');
-      await sluiceLessons(memoryStore(), 0, print);
-      return;
+      return sluiceLessons(memoryStore(), 0, print);
     }
   }
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(redisUrl ?? server?.url ?? '', { maxRetriesPerRequest: 1 });
   try {
-    await classicBug(redis, `sluice-demo-naive-${randomUUID()}`, print);
-    await sluiceLessons(redisStore(redis), await serverClockOffset(redis), print);
+    const redis = await connectRedis(redisUrl ?? server?.url ?? '', 'the Redis URL');
+    try {
+      await classicBug(redis.client, `sluice-demo-naive-${randomUUID()}`, print);
+      return await sluiceLessons(redis.store, await serverClockOffset(redis.client), print);
+    } finally {
+      await redis.close();
+    }
   } finally {
-    await redis.quit();
     await server?.stop();
   }
 }

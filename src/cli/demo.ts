@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { concurrency } from '../algorithms/concurrency.js';
 import { fixedWindow } from '../algorithms/fixed-window.js';
+import { gcra } from '../algorithms/gcra.js';
 import { slidingLog } from '../algorithms/sliding-log.js';
+import { slidingWindow } from '../algorithms/sliding-window.js';
 import { tokenBucket } from '../algorithms/token-bucket.js';
 import { createLimiter, type Limiter } from '../core/limiter.js';
 import type { Policy } from '../core/types.js';
@@ -100,7 +103,10 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
   const edgeLog = createLimiter({ store, prefix, policy: slidingLog({ limit: 5, window: '1s' }) });
   // Refilling a token every second, it has none to give 200 ms after a full burst, however the timing jitters.
   const edgeBucket = createLimiter({ store, prefix, policy: tokenBucket({ capacity: 5, refillPerSecond: 1 }) });
+  const edgeGcra = createLimiter({ store, prefix, policy: gcra({ limit: 5, period: '1s' }) });
+  const edgeWindow = createLimiter({ store, prefix, policy: slidingWindow({ limit: 5, window: '1s' }) });
   const bucket = createLimiter({ store, prefix, policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }) });
+  const slots = createLimiter({ store, prefix, policy: concurrency({ limit: 3, leaseMs: '10s' }) });
   try {
     let last = await perMinute.limit(key);
     for (let i = 1; i < 7; i++) last = await perMinute.limit(key);
@@ -108,8 +114,8 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     print(`${response.status} ${response.statusText}`);
     print(`Retry-After: ${response.headers['Retry-After'] ?? '(none)'} | remaining ${last.remaining}`);
 
-    const edge = await recordAroundTheEdge([edgeFixed, edgeLog, edgeBucket], edgeKey, serverClockOffsetMs);
-    const [fixed, log] = edge.map(admittedCount);
+    const edge = await recordAroundTheEdge([edgeFixed, edgeLog, edgeBucket, edgeGcra, edgeWindow], edgeKey, serverClockOffsetMs);
+    const [fixed, log, , evenlySpaced, weighted] = edge.map(admittedCount);
     print(`fixed window: allowed in 200 ms around the edge: ${fixed} of 10 (limit is 5 per second)`);
     print(`sliding log : allowed in 200 ms around the edge: ${log} of 10`);
 
@@ -118,11 +124,21 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     await sleep(1100);
     taken.push((await bucket.limit(key)).allowed ? 1 : 0);
     print(`token bucket: 5 quick calls then one after 1.1 s -> ${taken.join(' ')}`);
+    // GCRA at 5 per second earns one request every 200 ms: the second burst gets it once 200 ms have passed.
+    print(`gcra        : allowed in 200 ms around the edge: ${evenlySpaced} of 10`);
+    print(`sliding window: allowed in 200 ms around the edge: ${weighted} of 10`);
+
+    const leases = [];
+    for (let i = 0; i < 5; i++) leases.push(await slots.acquire(key));
+    await leases[0]?.release();
+    const afterRelease = await slots.acquire(key);
+    print(`concurrency : 3 slots, 5 overlapping calls -> ${leases.map((l) => (l.allowed ? 1 : 0)).join(' ')}, one released -> ${afterRelease.allowed ? 1 : 0}`);
+    await Promise.all([...leases, afterRelease].map((lease) => lease.release()));
     return edge;
   } finally {
     await Promise.all([
-      ...[perMinute, bucket].map((limiter) => limiter.reset(key)),
-      ...[edgeFixed, edgeLog, edgeBucket].map((limiter) => limiter.reset(edgeKey)),
+      ...[perMinute, bucket, slots].map((limiter) => limiter.reset(key)),
+      ...[edgeFixed, edgeLog, edgeBucket, edgeGcra, edgeWindow].map((limiter) => limiter.reset(edgeKey)),
     ]);
   }
 }

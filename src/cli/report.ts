@@ -21,6 +21,18 @@ const TRADE_OFFS: Readonly<Record<string, { title: string; exact: string; memory
     memory: 'Two numbers per key (about 160 B)',
     bursts: 'Up to its capacity, then one per refilled token',
   },
+  gcra: {
+    title: 'GCRA',
+    exact: 'Yes, as a rate: requests evenly spaced, a burst allowance on top',
+    memory: 'One integer per key',
+    bursts: 'Up to its burst, then one per emission interval',
+  },
+  'sliding-window': {
+    title: 'Sliding window',
+    exact: 'An estimate: the previous window weighted by its overlap (see docs/algorithms.md)',
+    memory: 'Two counters per key',
+    bursts: 'No 2x edge burst; close to the limit in any window',
+  },
 };
 
 const WIDTH = 640;

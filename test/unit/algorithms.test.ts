@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createLimiter, fixedWindow, memoryStore, slidingLog, tokenBucket, type Policy } from '../../src/index.js';
+import { concurrency, createLimiter, fixedWindow, gcra, memoryStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../../src/index.js';
 import { numbers } from '../support/algorithms.js';
 
 /** A limiter on the memory store with a clock the test moves by hand. */
@@ -94,6 +94,68 @@ describe('tokenBucket twin', () => {
     await limiter.limit('k');
     clock.now = 3_600_000;
     assert.equal((await limiter.limit('k')).remaining, 2);
+  });
+});
+
+describe('gcra twin', () => {
+  it('admits the burst at once, then one request per interval, exactly', async () => {
+    const { clock, limiter } = withClock(gcra({ limit: 5, period: '1s' }), 0);
+    for (let i = 0; i < 5; i++) assert.equal((await limiter.limit('k')).allowed, true);
+    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: false, limit: 5, remaining: 0, resetAfterMs: 1000, retryAfterMs: 200 });
+    clock.now = 199; // the demo's bursts 200 ms apart: one ms short, nothing
+    assert.equal((await limiter.limit('k')).allowed, false);
+    clock.now = 200; // on the dot: the one request the interval earned
+    assert.equal((await limiter.limit('k')).allowed, true);
+    assert.equal((await limiter.limit('k')).allowed, false);
+  });
+
+  it('keeps a burst apart from the rate, and cost is all or nothing', async () => {
+    const { clock, limiter } = withClock(gcra({ limit: 10, period: '1s', burst: 2 }), 0);
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: true, limit: 10, remaining: 0, resetAfterMs: 200, retryAfterMs: 0 });
+    clock.now = 150;
+    // one interval (100 ms) has passed: one request fits now, two only at 200
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: false, limit: 10, remaining: 1, resetAfterMs: 50, retryAfterMs: 50 });
+    clock.now = 199;
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, false);
+    clock.now = 200;
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
+  });
+});
+
+describe('slidingWindow twin', () => {
+  it('weights the previous window by its overlap and says exactly when to retry', async () => {
+    const { clock, limiter } = withClock(slidingWindow({ limit: 10, window: '1s' }), 0);
+    await limiter.limit('k', { cost: 10 }); // all in window [0, 1000)
+    clock.now = 1_250; // previous 10 weighted 0.75: 7.5 in the window
+    const denied = await limiter.limit('k', { cost: 3 });
+    // 10 * (1000 - e) / 1000 + 3 <= 10 once e >= 300: at 1300
+    assert.deepEqual(numbers(denied), { allowed: false, limit: 10, remaining: 2, resetAfterMs: 750, retryAfterMs: 50 });
+    clock.now = 1_299;
+    assert.equal((await limiter.limit('k', { cost: 3 })).allowed, false);
+    clock.now = 1_300;
+    assert.equal((await limiter.limit('k', { cost: 3 })).allowed, true);
+  });
+
+  it('admits 5 of 10 around an edge', async () => {
+    const { clock, limiter } = withClock(slidingWindow({ limit: 5, window: '1s' }), 4_900);
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    clock.now = 5_100;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    assert.equal(admitted, 5);
+  });
+});
+
+describe('concurrency twin', () => {
+  it('frees a slot when a lease expires, and says when', async () => {
+    const { clock, limiter } = withClock(concurrency({ limit: 2, leaseMs: 1000 }), 0);
+    await limiter.acquire('k');
+    clock.now = 400;
+    await limiter.acquire('k');
+    const full = await limiter.acquire('k');
+    assert.deepEqual(numbers(full), { allowed: false, limit: 2, remaining: 0, resetAfterMs: 1000, retryAfterMs: 600 });
+    clock.now = 1000;
+    assert.equal((await limiter.acquire('k')).allowed, true);
   });
 });
 

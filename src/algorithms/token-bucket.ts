@@ -19,7 +19,8 @@ interface Bucket {
 }
 
 /*
- * KEY  a hash: tokens (a float, written with %.17g so it reads back exactly) and ts (ms)
+ * KEY  a string "<tokens> <ts>": the tokens left (a float, written with %.17g so it reads back
+ *      exactly) at ts (ms). One string rather than a hash: about 40 bytes less per client.
  * p    capacity, refill per second
  *
  * A missing key is a full bucket, so the key may expire once the bucket would be full again.
@@ -29,9 +30,13 @@ interface Bucket {
 const LUA = `
 ALG.tb = {}
 local function tb_tokens(key, now, capacity, rate)
-  local state = redis.call('HMGET', key, 'tokens', 'ts')
-  if not state[1] then return capacity, false end
-  return math.min(capacity, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate), true
+  local state = redis.call('GET', key)
+  if not state then return capacity, false end
+  local tokens, at = string.match(state, '(%S+) (%S+)')
+  return math.min(capacity, tonumber(tokens) + math.max(0, now - tonumber(at)) * rate), true
+end
+local function tb_state(tokens, now)
+  return string.format('%.17g %d', tokens, now)
 end
 function ALG.tb.decide(key, cost, now, p)
   local capacity, rate = p[1], p[2] / 1000
@@ -41,8 +46,7 @@ function ALG.tb.decide(key, cost, now, p)
   function d.admit()
     local left = tokens - cost
     local reset = math.ceil((capacity - left) / rate)
-    redis.call('HSET', key, 'tokens', string.format('%.17g', left), 'ts', now)
-    redis.call('PEXPIRE', key, reset + 1)
+    redis.call('SET', key, tb_state(left, now), 'PX', reset + 1)
     return math.floor(left), reset, 0
   end
   function d.keep()
@@ -54,7 +58,7 @@ function ALG.tb.refund(key, cost, now, p)
   local capacity = p[1]
   local tokens, exists = tb_tokens(key, now, capacity, p[2] / 1000)
   if not exists or tokens >= capacity then return false end
-  redis.call('HSET', key, 'tokens', string.format('%.17g', math.min(capacity, tokens + cost)), 'ts', now)
+  redis.call('SET', key, tb_state(math.min(capacity, tokens + cost), now), 'KEEPTTL')
   return true
 end
 `;

@@ -18,7 +18,7 @@ const TRADE_OFFS: Readonly<Record<string, { title: string; exact: string; memory
   'token-bucket': {
     title: 'Token bucket',
     exact: 'Yes, as a rate: a burst of its capacity, then the refill rate',
-    memory: 'Two numbers per key (about 160 B)',
+    memory: 'Two numbers in one string per key',
     bursts: 'Up to its capacity, then one per refilled token',
   },
   gcra: {

@@ -1,10 +1,11 @@
 import type { Store } from '../stores/store.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError } from './errors.js';
+import { failureGuard, type FailureOptions } from './failure.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
 import type { Decision, Mode, Policy, Reply } from './types.js';
 import { optionsObject } from './validate.js';
 
-export interface LimiterOptions {
+export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
   store: Store;
   /** What is allowed: fixedWindow(), slidingLog() or tokenBucket(). */
@@ -60,10 +61,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const store = o.store;
   const policy = o.policy;
   const prefix = validPrefix(o.prefix);
+  const guard = failureGuard(o, policy.limit);
 
   async function run(key: string, cost: number, mode: Mode): Promise<Decision> {
-    const reply = await store.run(policy.script, [storageKey(prefix, key, policy.keySuffix)], policy.args(cost, mode));
-    return decision(reply, policy.limit);
+    return guard.decide(
+      async () => decision(await store.run(policy.script, [storageKey(prefix, key, policy.keySuffix)], policy.args(cost, mode)), policy.limit),
+      (fallback) => (mode === 'peek' ? fallback.peek(key) : fallback.limit(key, { cost })),
+    );
   }
 
   return {
@@ -76,7 +80,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return run(validKey(key), 1, 'peek');
     },
     async reset(key) {
-      await store.delete([storageKey(prefix, validKey(key), policy.keySuffix)]);
+      const storeKey = storageKey(prefix, validKey(key), policy.keySuffix);
+      await guard.settle(() => store.delete([storeKey]));
     },
   };
 }

@@ -1,3 +1,8 @@
+import type { StoreError } from './errors.js';
+
+/** Why a decision was made without the store: it failed, or did not reply within the timeout. */
+export type FailureReason = 'store-error' | 'timeout';
+
 /** The answer to one request. Being denied is a decision, not an error. */
 export interface Decision {
   /** Whether the request is admitted (and was counted). */
@@ -10,6 +15,10 @@ export interface Decision {
   readonly resetAfterMs: number;
   /** 0 when allowed; when denied, the milliseconds until the same request would be admitted. */
   readonly retryAfterMs: number;
+  /** Set only when the store failed and the decision follows the limiter's `onStoreError`. */
+  readonly reason?: FailureReason;
+  /** The store's failure, when `reason` is set. */
+  readonly error?: StoreError;
 }
 
 /**

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { createLimiter, fixedWindow, memoryStore, redisStore, type Decision, type Limiter, type StoreRecovery } from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
+import { keysWithTtl, uniquePrefix } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+
+/** Calls `limiter.limit` until a decision comes from Redis again (no `reason`), for at most 15 s. */
+async function untilBackOnRedis(limiter: Limiter, key: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while ((await limiter.limit(key)).reason !== undefined) {
+    assert.ok(Date.now() < deadline, 'calls did not return to Redis within 15 s of the restart');
+    await sleep(50);
+  }
+}
+
+describe('outage: a slow or dead redis-server', () => {
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  it('answers within the timeout while Redis is paused, then decides in Redis again; the late call still counts', async () => {
+    const client = new Redis(server.url);
+    const admin = new Redis(server.url);
+    try {
+      const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: HOUR }), prefix: uniquePrefix(), timeout: '50ms', onStoreError: 'deny' });
+      assert.equal((await limiter.limit('k')).remaining, 4);
+      // WRITE mode holds scripts (they may write) yet lets CLIENT UNPAUSE through.
+      await admin.call('CLIENT', 'PAUSE', '5000', 'WRITE');
+      const started = performance.now();
+      const paused = await limiter.limit('k');
+      const waitedMs = performance.now() - started;
+      assert.equal(paused.reason, 'timeout');
+      assert.equal(paused.allowed, false);
+      assert.ok(waitedMs < 4000, `answered after ${waitedMs} ms`);
+      await admin.call('CLIENT', 'UNPAUSE');
+      // The timed-out call was already on its way: Redis runs it after the pause, before this one.
+      const back = await limiter.limit('k');
+      assert.deepEqual([back.allowed, back.remaining, back.reason], [true, 2, undefined]);
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('killed mid-load: follows the failure policy while down, returns to Redis after a restart, no key without a TTL', async () => {
+    // The default ioredis setup (offline queue on: calls wait for the reconnect, so they time out)
+    // and a node-redis client set up as docs/reliability.md advises (offline queue off: they fail at once).
+    const ioredis = new Redis(server.url, { retryStrategy: () => 100 });
+    const nodeRedis = createClient({ url: server.url, disableOfflineQueue: true, socket: { reconnectStrategy: () => 100 } });
+    const clientErrors: unknown[] = [];
+    ioredis.on('error', (error: unknown) => clientErrors.push(error));
+    nodeRedis.on('error', (error: unknown) => clientErrors.push(error));
+    await nodeRedis.connect();
+    const prefix = uniquePrefix();
+    const recoveries: StoreRecovery[] = [];
+    const hooks = { recover: (r: StoreRecovery) => recoveries.push(r) };
+    try {
+      const limiters = algorithms.flatMap((algorithm) => [
+        createLimiter({
+          store: redisStore(ioredis),
+          policy: algorithm.policy(1000, HOUR),
+          prefix,
+          timeout: '100ms',
+          onStoreError: createLimiter({ store: memoryStore(), policy: algorithm.policy(3, HOUR) }),
+          hooks,
+        }),
+        createLimiter({ store: redisStore(nodeRedis), policy: algorithm.policy(1000, HOUR), prefix: `${prefix}-n`, timeout: '100ms', onStoreError: 'deny', hooks }),
+      ]);
+      const batch = (key: string) => Promise.all(limiters.map((limiter) => limiter.limit(key)));
+      const keys = Array.from({ length: 20 }, (_, i) => `user:${i}`);
+
+      for (const key of keys) assert.ok((await batch(key)).every((d) => d.allowed && d.reason === undefined));
+      const inFlight = Promise.all(keys.map(batch));
+      await server.kill();
+      const whenKilled = (await inFlight).flat();
+      assert.ok(whenKilled.every((d) => d.reason === undefined || d.error !== undefined));
+
+      const down: Decision[][] = [];
+      for (let i = 0; i < 4; i++) down.push(await batch('while-down'));
+      for (const decisions of down) assert.ok(decisions.every((d) => d.reason === 'timeout' || d.reason === 'store-error'), JSON.stringify(decisions));
+      // The ioredis limiters asked their fallback (limit 3); the node-redis ones denied.
+      assert.deepEqual(
+        down.map((decisions) => decisions.map((d) => `${d.allowed ? 1 : 0}/${d.limit}`).join(' ')),
+        ['1/3 0/1000 1/3 0/1000 1/3 0/1000', '1/3 0/1000 1/3 0/1000 1/3 0/1000', '1/3 0/1000 1/3 0/1000 1/3 0/1000', '0/3 0/1000 0/3 0/1000 0/3 0/1000'],
+      );
+
+      await server.restart();
+      for (const limiter of limiters) await untilBackOnRedis(limiter, 'after');
+      const back = (await Promise.all(keys.map(batch))).flat();
+      assert.ok(back.every((d) => d.allowed && d.reason === undefined && d.limit === 1000));
+      assert.equal(recoveries.length, limiters.length, 'each limiter reports its recovery once');
+      assert.ok(clientErrors.length > 0, 'the clients saw the connection drop');
+
+      const raw = new Redis(server.url);
+      try {
+        for (const p of [prefix, `${prefix}-n`]) {
+          const ttls = await keysWithTtl(raw, p);
+          assert.ok(ttls.size >= 3 * 20, `${ttls.size} keys under ${p}`);
+          for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+        }
+      } finally {
+        raw.disconnect();
+      }
+    } finally {
+      ioredis.disconnect();
+      nodeRedis.destroy();
+    }
+  });
+});

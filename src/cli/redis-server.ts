@@ -23,7 +23,8 @@ export class RedisServerMissingError extends Error {
   }
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now (another process may take it before it is used). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();

@@ -12,10 +12,10 @@ import {
   type Limiter,
 } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
-import { keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+import { flushScripts, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 
 const HOUR = 3_600_000;
-const harness = useRedis();
+const harness = useRedis({ cluster: true });
 
 function limiterFor(storeCase: StoreCase, policy: ReturnType<(typeof algorithms)[number]['policy']>): Limiter {
   return createLimiter({ store: storeCase.store(), policy, prefix: uniquePrefix() });
@@ -132,9 +132,9 @@ for (const storeCase of harness.cases) {
           it('decides the same after SCRIPT FLUSH between calls', async () => {
             const limiter = limiterFor(storeCase, algorithm.policy(5, HOUR));
             await limiter.limit('k', { cost: 2 });
-            await redisOf().script('FLUSH');
+            await flushScripts(redisOf());
             assert.equal((await limiter.limit('k')).remaining, 2);
-            await redisOf().script('FLUSH');
+            await flushScripts(redisOf());
             assert.equal((await limiter.peek('k')).remaining, 2);
           });
         }

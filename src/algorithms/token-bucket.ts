@@ -24,6 +24,8 @@ interface Bucket {
  * reply    allowed, remaining, resetAfterMs, retryAfterMs, now
  *
  * A missing key is a full bucket, so the key may expire once the bucket would be full again.
+ * retryAfter is checked against the very sum the next call computes: (cost - tokens) / rate can
+ * round down by a hair, and a client retrying on time must not be refused.
  * A denied call writes no tokens (the stored state already implies the refill) but refreshes the
  * TTL, so a key that lost its TTL gets it back.
  */
@@ -31,10 +33,11 @@ const LUA = `
 local capacity = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4]) / 1000
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = capacity
-if state[1] then
-  tokens = math.min(capacity, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate)
+local function refilled(at)
+  if not state[1] then return capacity end
+  return math.min(capacity, tonumber(state[1]) + math.max(0, at - tonumber(state[2])) * rate)
 end
+local tokens = refilled(now)
 local allowed = tokens >= cost
 if allowed and not peek then
   tokens = tokens - cost
@@ -42,15 +45,18 @@ if allowed and not peek then
 end
 local resetAfter = math.ceil((capacity - tokens) / rate)
 local retryAfter = 0
-if not allowed then retryAfter = math.ceil((cost - tokens) / rate) end
+if not allowed then
+  retryAfter = math.ceil((cost - tokens) / rate)
+  if refilled(now + retryAfter) < cost then retryAfter = retryAfter + 1 end
+end
 if not peek and (allowed or state[1]) then redis.call('PEXPIRE', KEYS[1], resetAfter + 1) end
 return {allowed and 1 or 0, math.floor(tokens), resetAfter, retryAfter, now}
 `;
 
 const script = defineScript<Bucket>('token-bucket', LUA, (now, [entry], [cost = 1, peek = 0, capacity = 0, perSecond = 0]) => {
   const rate = perSecond / 1000;
-  let tokens = capacity;
-  if (entry) tokens = Math.min(capacity, entry.value.tokens + Math.max(0, now - entry.value.at) * rate);
+  const refilled = (at: number) => (entry ? Math.min(capacity, entry.value.tokens + Math.max(0, at - entry.value.at) * rate) : capacity);
+  let tokens = refilled(now);
   const allowed = tokens >= cost;
   let write;
   if (allowed && !peek) {
@@ -58,7 +64,8 @@ const script = defineScript<Bucket>('token-bucket', LUA, (now, [entry], [cost = 
     write = { tokens, at: now };
   }
   const resetAfter = Math.ceil((capacity - tokens) / rate);
-  const retryAfter = allowed ? 0 : Math.ceil((cost - tokens) / rate);
+  let retryAfter = allowed ? 0 : Math.ceil((cost - tokens) / rate);
+  if (!allowed && refilled(now + retryAfter) < cost) retryAfter++;
   const kept = write ?? entry?.value;
   return {
     reply: reply(allowed, Math.floor(tokens), resetAfter, retryAfter, now),

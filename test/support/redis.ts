@@ -104,7 +104,10 @@ export function uniquePrefix(): string {
   return `t-${randomUUID().slice(0, 8)}`;
 }
 
-/** Every key under a prefix, with its PTTL: on every master of a cluster. */
+/**
+ * Every key under a prefix, with its PTTL: on every master of a cluster. A key that expires
+ * between SCAN and PTTL (-2) is left out: it is gone, which is what a TTL is for.
+ */
 export async function keysWithTtl(redis: Redis | Cluster, prefix: string): Promise<Map<string, number>> {
   const found = new Map<string, number>();
   for (const node of nodesOf(redis, 'master')) {
@@ -112,7 +115,10 @@ export async function keysWithTtl(redis: Redis | Cluster, prefix: string): Promi
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
       cursor = next;
-      for (const key of keys) found.set(key, await node.pttl(key));
+      for (const key of keys) {
+        const ttl = await node.pttl(key);
+        if (ttl !== -2) found.set(key, ttl);
+      }
     } while (cursor !== '0');
   }
   return found;

@@ -21,7 +21,7 @@ const policy = fixedWindow({ limit: 5, window: '1h' });
  * Redis client does while its server is gone. The outage tests do the same with real redis-servers.
  */
 function switchableStore() {
-  const healthy = memoryStore();
+  const healthy = memoryStore({ now: () => 1_000_000 });
   const control = { mode: 'up' as 'up' | 'fail' | 'hang' | 'throw', pending: [] as ((error: Error) => void)[] };
   const store: Store = {
     run(script, keys, args) {

@@ -38,6 +38,20 @@ function switchableStore() {
   return { store, control };
 }
 
+/** Runs `body` and returns what the process emitted meanwhile on `event` (warnings are emitted on the next tick). */
+async function emittedDuring<T>(event: 'warning' | 'unhandledRejection', body: () => Promise<void>): Promise<T[]> {
+  const emitted: T[] = [];
+  const listener = (value: T) => emitted.push(value);
+  process.on(event, listener);
+  try {
+    await body();
+    await sleep(20);
+  } finally {
+    process.off(event, listener);
+  }
+  return emitted;
+}
+
 function limiterWith(options: Partial<LimiterOptions>) {
   const { store, control } = switchableStore();
   const failures: StoreFailure[] = [];
@@ -107,10 +121,7 @@ describe('failure policy', () => {
   });
 
   it('answers within the timeout when the store hangs, and a late rejection is handled', async () => {
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
+    const unhandled = await emittedDuring('unhandledRejection', async () => {
       const { limiter, control, failures } = limiterWith({ timeout: '20ms', onStoreError: 'deny' });
       control.mode = 'hang';
       const decision = await limiter.limit('k');
@@ -120,42 +131,30 @@ describe('failure policy', () => {
       await assert.rejects(limiter.reset('k'), StoreError);
       // The store gives up on the timed-out call much later, as a client does when it reconnects.
       for (const reject of control.pending) reject(new Error('Connection is closed'));
-      await sleep(20);
-      assert.deepEqual(unhandled, []);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+    });
+    assert.deepEqual(unhandled, []);
   });
 
   it('a hook that throws changes nothing but a warning', async () => {
-    const warnings: string[] = [];
-    const onWarning = (warning: Error) => warnings.push(warning.message);
-    process.on('warning', onWarning);
-    try {
+    const warnings = await emittedDuring<Error>('warning', async () => {
       const { store, control } = switchableStore();
-      const limiter = createLimiter({
-        store,
-        policy,
-        hooks: {
-          storeError() {
-            throw new Error('metrics down');
-          },
+      const hooks = {
+        storeError() {
+          throw new Error('metrics down');
         },
-      });
+      };
+      const limiter = createLimiter({ store, policy, hooks });
       control.mode = 'fail';
       assert.equal((await limiter.limit('k')).reason, 'store-error');
-      await sleep(0);
-      assert.deepEqual(warnings, ['sluice: hooks.storeError threw: metrics down']);
-    } finally {
-      process.off('warning', onWarning);
-    }
+    });
+    assert.deepEqual(
+      warnings.map((w) => w.message),
+      ['sluice: hooks.storeError threw: metrics down'],
+    );
   });
 
   it('fails open by default, with one warning per outage when no storeError hook is set', async () => {
-    const warnings: string[] = [];
-    const onWarning = (warning: Error) => warnings.push(warning.message);
-    process.on('warning', onWarning);
-    try {
+    const warnings = await emittedDuring<Error>('warning', async () => {
       const { store, control } = switchableStore();
       const limiter = createLimiter({ store, policy });
       control.mode = 'fail';
@@ -165,12 +164,9 @@ describe('failure policy', () => {
       await limiter.limit('k');
       control.mode = 'fail';
       await limiter.limit('k');
-      await sleep(0);
-      assert.equal(warnings.length, 2);
-      assert.match(warnings[0] ?? '', /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/);
-    } finally {
-      process.off('warning', onWarning);
-    }
+    });
+    assert.equal(warnings.length, 2);
+    assert.match(warnings[0]?.message ?? '', /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/);
   });
 
   it('rejects bad failure options at construction', () => {

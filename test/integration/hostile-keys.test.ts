@@ -15,7 +15,7 @@ for (const storeCase of harness.cases) {
     it('each key has its own quota: no key reads or changes another one', async () => {
       const limit = 3;
       const prefix = uniquePrefix();
-      const limiters = algorithms.map((algorithm) => createLimiter({ store: storeCase.store(), policy: algorithm.policy(limit, HOUR), prefix }));
+      const limiters = algorithms.map((algorithm) => createLimiter({ store: storeCase.store(), policy: algorithm.policy(limit, HOUR), prefix, timeout: '1m' }));
       // Costs 1, 2, 3 in turn: had two keys one state, one of them would see less than its own cost taken.
       const cost = (i: number) => 1 + (i % limit);
       for (const limiter of limiters) {

@@ -156,7 +156,8 @@ describe('properties of every Lua script, checked against its twin', { concurren
             }
           }
           assertNeverOverAdmitted(policy, windowMs, admissions);
-          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+          // 0: under a ms left, which these short windows make likely; -1 would be a key kept forever.
+          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
         }),
         { numRuns: 15, seed: SEED, includeErrorInReport: true },
       );

@@ -1,5 +1,6 @@
 export { createLimiter, type Limiter, type LimiterOptions, type LimitOptions, type WaitOptions, type Lease } from './core/limiter.js';
-export type { Decision, Policy, PolicyDecision } from './core/types.js';
+export type { Decision, FailureReason, Policy, PolicyDecision } from './core/types.js';
+export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './core/failure.js';
 export type { Duration } from './core/duration.js';
 export {
   SluiceError,

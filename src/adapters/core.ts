@@ -62,7 +62,11 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   onDenied?: (req: Req, denial: Denial) => MaybePromise<void>;
   /** The body of a denial: a string is sent as text/plain, anything else as JSON. Default: an RFC 9457 problem. */
   body?: (req: Req, denial: Denial) => MaybePromise<unknown>;
-  /** When the store fails: 'allow' (default) admits the request, 'deny' answers 503. */
+  /**
+   * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
+   * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
+   * limiter), and a call that still rejects is admitted.
+   */
   onStoreError?: StoreFailurePolicy;
   /** Receives each kind of warning once (default: console.warn). */
   onWarning?: (warning: SluiceWarning) => void;
@@ -130,8 +134,10 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
   if (status !== 429 && status !== 503) throw new InvalidOptionError('status', status, '429 or 503');
-  const onStoreError = o.onStoreError ?? 'allow';
-  if (onStoreError !== 'allow' && onStoreError !== 'deny') throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
+  const onStoreError = o.onStoreError;
+  if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
+    throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
+  }
   const addresses = clientAddressConfig(options);
   const { key, cost, skip, onDenied, body } = options;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
@@ -163,16 +169,23 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
     if (skip && (await skip(req))) return { pass: true, headers: {} };
     const clientKey = key ? await key(req) : defaultKey(facts);
     const requestCost = cost ? await cost(req) : 1;
-    let decision: Decision;
+    let decision: Decision | undefined;
+    let failure: unknown;
     try {
       decision = await limiter.limit(clientKey, { cost: requestCost });
+      // Decided by the limiter's failure policy: the middleware's own, when set, has the last word.
+      if (decision.reason !== undefined && onStoreError !== undefined) failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
-      warnOnce('SLUICE_STORE_FAILED', ` First failure: ${error instanceof Error ? error.message : String(error)}`);
-      if (onStoreError === 'allow') return { pass: true, headers: {} };
-      const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error };
+      failure = error;
+    }
+    if (failure !== undefined || decision === undefined) {
+      warnOnce('SLUICE_STORE_FAILED', ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`);
+      if (onStoreError !== 'deny') return { pass: true, headers: {} };
+      const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
+    if (decision.reason !== undefined) warnOnce('SLUICE_STORE_FAILED', ` First failure: ${decision.error?.message ?? decision.reason}`);
     const headers = rateLimitHeaders(decision, mode);
     if (decision.allowed) return { pass: true, headers };
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };

@@ -24,25 +24,35 @@ interface Bucket {
  * p    capacity, refill per second
  *
  * A missing key is a full bucket, so the key may expire once the bucket would be full again.
+ * retryAfter is checked against the very sum the next call computes: (cost - tokens) / rate can
+ * round down by a hair, and a client retrying on time must not be refused.
  * A call that is not counted writes no tokens (the stored state already implies the refill) but
  * refreshes the TTL, so a key that lost its TTL gets it back.
  */
 const LUA = `
 ALG.tb = {}
-local function tb_tokens(key, now, capacity, rate)
+local function tb_read(key)
   local state = redis.call('GET', key)
-  if not state then return capacity, false end
+  if not state then return nil, nil end
   local tokens, at = string.match(state, '(%S+) (%S+)')
-  return math.min(capacity, tonumber(tokens) + math.max(0, now - tonumber(at)) * rate), true
+  return tonumber(tokens), tonumber(at)
+end
+local function tb_refilled(stored, at, t, capacity, rate)
+  if not stored then return capacity end
+  return math.min(capacity, stored + math.max(0, t - at) * rate)
 end
 local function tb_state(tokens, now)
   return string.format('%.17g %d', tokens, now)
 end
 function ALG.tb.decide(key, cost, now, p)
   local capacity, rate = p[1], p[2] / 1000
-  local tokens, exists = tb_tokens(key, now, capacity, rate)
+  local stored, at = tb_read(key)
+  local tokens = tb_refilled(stored, at, now, capacity, rate)
   local d = { allowed = tokens >= cost, remaining = math.floor(tokens), reset = math.ceil((capacity - tokens) / rate), retry = 0 }
-  if not d.allowed then d.retry = math.ceil((cost - tokens) / rate) end
+  if not d.allowed then
+    d.retry = math.ceil((cost - tokens) / rate)
+    if tb_refilled(stored, at, now + d.retry, capacity, rate) < cost then d.retry = d.retry + 1 end
+  end
   function d.admit()
     local left = tokens - cost
     local reset = math.ceil((capacity - left) / rate)
@@ -50,14 +60,15 @@ function ALG.tb.decide(key, cost, now, p)
     return math.floor(left), reset, 0
   end
   function d.keep()
-    if exists then redis.call('PEXPIRE', key, d.reset + 1) end
+    if stored then redis.call('PEXPIRE', key, d.reset + 1) end
   end
   return d
 end
 function ALG.tb.refund(key, cost, now, p)
   local capacity = p[1]
-  local tokens, exists = tb_tokens(key, now, capacity, p[2] / 1000)
-  if not exists or tokens >= capacity then return false end
+  local stored, at = tb_read(key)
+  local tokens = tb_refilled(stored, at, now, capacity, p[2] / 1000)
+  if not stored or tokens >= capacity then return false end
   redis.call('SET', key, tb_state(math.min(capacity, tokens + cost), now), 'KEEPTTL')
   return true
 end
@@ -75,11 +86,13 @@ const algorithm = defineAlgorithm<Bucket>({
     const rate = perSecond / 1000;
     const tokens = tokensAt(now, entry, capacity, rate);
     const resetAfter = Math.ceil((capacity - tokens) / rate);
+    let retryAfter = tokens >= cost ? 0 : Math.ceil((cost - tokens) / rate);
+    if (retryAfter > 0 && tokensAt(now + retryAfter, entry, capacity, rate) < cost) retryAfter++;
     return {
       allowed: tokens >= cost,
       remaining: Math.floor(tokens),
       resetAfter,
-      retryAfter: tokens >= cost ? 0 : Math.ceil((cost - tokens) / rate),
+      retryAfter,
       admit() {
         const left = tokens - cost;
         const reset = Math.ceil((capacity - left) / rate);

@@ -8,6 +8,10 @@ import { join } from 'node:path';
 export interface RedisServer {
   readonly port: number;
   readonly url: string;
+  /** Kills the server at once (SIGKILL), as a crash would; clients see their connection drop. */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and directory (killing it first if it still runs). */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -19,7 +23,8 @@ export class RedisServerMissingError extends Error {
   }
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now (another process may take it before it is used). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
@@ -55,6 +60,22 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
   });
 }
 
+function launch(port: number, dir: string, args: readonly string[]): { child: ChildProcess; ready: Promise<void> } {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  return { child, ready: waitUntilReady(child) };
+}
+
+function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill(signal);
+  return done;
+}
+
 /**
  * Starts redis-server with nothing persisted, in a temporary directory removed on stop.
  * `args` are extra server options, e.g. ['--cluster-enabled', 'yes'].
@@ -64,13 +85,9 @@ export async function startRedisServer(args: readonly string[] = []): Promise<Re
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const dir = await mkdtemp(join(tmpdir(), 'sluice-redis-'));
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
+    let { child, ready } = launch(port, dir, args);
     try {
-      await waitUntilReady(child);
+      await ready;
     } catch (error) {
       await rm(dir, { recursive: true, force: true });
       if (error instanceof RedisServerMissingError || attempt === 3) throw error;
@@ -79,12 +96,14 @@ export async function startRedisServer(args: readonly string[] = []): Promise<Re
     return {
       port,
       url: `redis://127.0.0.1:${port}`,
+      kill: () => exited(child, 'SIGKILL'),
+      async restart() {
+        await exited(child, 'SIGKILL');
+        ({ child, ready } = launch(port, dir, args));
+        await ready;
+      },
       async stop() {
-        if (child.exitCode === null) {
-          const exited = new Promise((resolve) => child.once('exit', resolve));
-          child.kill('SIGTERM');
-          await exited;
-        }
+        await exited(child, 'SIGTERM');
         await rm(dir, { recursive: true, force: true });
       },
     };

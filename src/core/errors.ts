@@ -86,3 +86,9 @@ export class StoreError extends SluiceError {
     this.name = 'StoreError';
   }
 }
+
+/** Any failure of a store call as a StoreError, keeping the original as `cause`. */
+export function toStoreError(error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  return new StoreError(error instanceof Error ? error.message : String(error), { cause: error });
+}

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { InvalidArgumentError, InvalidOptionError } from './errors.js';
 
 // The client's key sits inside the first {...} of the Redis key, so every key of one client
@@ -7,22 +8,39 @@ const PREFIX = /^[^{}\s]{1,100}$/;
 
 export const DEFAULT_PREFIX = 'sluice';
 
+// Keys longer than this (in UTF-8 bytes) are stored under their SHA-256, so a client sending
+// megabyte keys costs Redis (and the memory store) no more than one sending short ones.
+export const MAX_RAW_KEY_BYTES = 256;
+
+// A lone surrogate has no UTF-8 form: Redis clients would write U+FFFD for every one of them,
+// and two different keys would share one quota.
+const LONE_SURROGATE = /\p{Cs}/u;
+
 export function validPrefix(value: unknown): string {
   if (value === undefined) return DEFAULT_PREFIX;
-  if (typeof value !== 'string' || !PREFIX.test(value)) {
-    throw new InvalidOptionError('prefix', value, 'from 1 to 100 characters without "{", "}" or spaces');
+  if (typeof value !== 'string' || !PREFIX.test(value) || LONE_SURROGATE.test(value)) {
+    throw new InvalidOptionError('prefix', value, 'from 1 to 100 characters of well-formed Unicode without "{", "}" or spaces');
   }
   return value;
 }
 
 export function validKey(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw new InvalidArgumentError('key', value, 'a non-empty string');
+  if (typeof value !== 'string' || value.length === 0 || LONE_SURROGATE.test(value)) {
+    throw new InvalidArgumentError('key', value, 'a non-empty string of well-formed Unicode');
   }
   return value;
 }
 
-/** The Redis key holding a client's state: `<prefix>:{<key>}:<algorithm suffix>`. */
+/**
+ * The Redis key holding a client's state: `<prefix>:{<key>}:<algorithm suffix>`, or, for a key
+ * that is too long or would end its own hash tag at once (a leading `}` makes the tag empty, so
+ * Redis Cluster would hash the whole name and scatter one client's keys over slots),
+ * `<prefix>:#{<sha256 of key>}:<suffix>`. The `#` before the brace, where a plain key has `:`,
+ * keeps hashed and plain keys apart, so distinct keys always get distinct Redis keys.
+ */
 export function storageKey(prefix: string, key: string, suffix: string): string {
+  if (key.startsWith('}') || Buffer.byteLength(key) > MAX_RAW_KEY_BYTES) {
+    return `${prefix}:#{${createHash('sha256').update(key).digest('hex')}}:${suffix}`;
+  }
   return `${prefix}:{${key}}:${suffix}`;
 }

@@ -2,12 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
+import { failureGuard, type FailureOptions } from './failure.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
 import { scriptArgs, scriptFor, type Call, type Op } from './script.js';
 import type { Decision, Policy, PolicyDecision, Reply } from './types.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
-export interface LimiterOptions {
+export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
   store: Store;
   /** What is allowed: one policy, or several decided together (admitted only if all admit). */
@@ -134,6 +135,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const prefix = validPrefix(o.prefix);
   if (o.shadow !== undefined && typeof o.shadow !== 'boolean') throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
+  const guard = failureGuard(o);
   let penalty = { strikes: 0, blockMs: 0 };
   if (o.penalty !== undefined) {
     const p = optionsObject('penalty', o.penalty);
@@ -157,7 +159,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return value === undefined ? policies : policyList(value, InvalidArgumentError);
   }
 
-  async function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<{ decision: Decision; reply: Reply; list: readonly Policy[]; cost: number }> {
+  async function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<{ decision: Decision; reply?: Reply; list: readonly Policy[]; cost: number }> {
     const k = validKey(key);
     const { cost: rawCost, policy } = callOptions(options);
     const list = policiesFor(policy);
@@ -165,8 +167,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (leases !== list.some((p) => p.algorithm === 'concurrency')) {
       throw new WrongMethodError(leases ? 'acquire() needs a concurrency policy' : 'a concurrency policy takes slots with acquire(), which returns a lease to release');
     }
-    const reply = await run(k, list, 'limit', cost);
-    const decision = decide(reply, list);
+    let reply: Reply | undefined;
+    const decision = await guard.decide(
+      list,
+      async () => decide((reply = await run(k, list, 'limit', cost)), list),
+      (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
+    );
     if (!shadow) return { decision, reply, list, cost };
     return { decision: { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed }, reply, list, cost };
   }
@@ -181,20 +187,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
-      return decide(await run(k, list, 'peek'), list);
+      return guard.decide(list, async () => decide(await run(k, list, 'peek'), list), (fallback) => fallback.peek(k));
     },
     async reset(key) {
-      await store.delete(keysOf(validKey(key), policies));
+      const keys = keysOf(validKey(key), policies);
+      await guard.settle(() => store.delete(keys));
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(refundOptions).policy);
       if (!Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
-      return (await run(k, list, 'refund', cost))[0] === 1;
+      return (await guard.settle(() => run(k, list, 'refund', cost)))[0] === 1;
     },
     async block(key, duration) {
       const k = validKey(key);
-      await run(k, policies, 'block', 1, parseDuration('duration', duration, 1, InvalidArgumentError));
+      const ms = parseDuration('duration', duration, 1, InvalidArgumentError);
+      await guard.settle(() => run(k, policies, 'block', 1, ms));
     },
     async waitFor(key, waitOptions) {
       const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
@@ -210,15 +218,20 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
     async acquire(key, acquireOptions) {
       const { decision, reply, list, cost } = await consume(key, acquireOptions, true);
+      // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
+      // is its own to release, and 'allow' or 'deny' took no slot.
+      if (reply === undefined && 'release' in decision) return decision as Lease;
       const keys = keysOf(key, list);
       // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
       const held = list.flatMap((policy, i) => {
-        const id = reply[3 + i * 5 + 4] ?? 0;
+        const id = reply?.[3 + i * 5 + 4] ?? 0;
         return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, keys: [keys[0], keys[1], keys[2 + i]] as string[] }] : [];
       });
       const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
         const replies = await Promise.all(
-          held.map(({ policy, id, keys }) => store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }))),
+          held.map(({ policy, id, keys }) =>
+            guard.settle(() => store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }))),
+          ),
         );
         return replies.some((r) => r[0] === 1);
       };

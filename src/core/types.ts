@@ -1,4 +1,8 @@
 import type { Algorithm } from '../algorithms/algorithm.js';
+import type { StoreError } from './errors.js';
+
+/** Why a decision was made without the store: it failed, or did not reply within the timeout. */
+export type FailureReason = 'store-error' | 'timeout';
 
 /** The answer to one request. Being denied is a decision, not an error. */
 export interface Decision {
@@ -24,6 +28,10 @@ export interface Decision {
   readonly shadow?: true;
   /** In shadow mode: whether the request would have been denied. */
   readonly shadowDenied?: boolean;
+  /** Set only when the store failed and the decision follows the limiter's `onStoreError`. */
+  readonly reason?: FailureReason;
+  /** The store's failure, when `reason` is set. */
+  readonly error?: StoreError;
 }
 
 /** One policy's part in a decision. */

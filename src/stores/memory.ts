@@ -33,6 +33,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // A Map iterates in insertion order; re-inserting on every use keeps it in least-recently-used order.
   const slots = new Map<string, Slot>();
   let sweep = slots.entries();
+  // Eviction keeps its place too: a fresh keys() would step again over every entry deleted at the
+  // front and not yet compacted away, making each insert past maxKeys cost O(maxKeys) under a flood
+  // of new keys. Everything before this cursor is gone, so its next key is the least recently used.
+  let eviction = slots.keys();
 
   function sweepSome(time: number): void {
     for (let i = 0; i < SWEEP_PER_CALL; i++) {
@@ -62,7 +66,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     slots.delete(key);
     slots.set(key, { value, expiresAt: time + ttlMs });
     if (slots.size > maxKeys) {
-      const oldest = slots.keys().next();
+      let oldest = eviction.next();
+      if (oldest.done) {
+        eviction = slots.keys();
+        oldest = eviction.next();
+      }
       if (!oldest.done) slots.delete(oldest.value);
     }
   }

@@ -1,4 +1,4 @@
-import { InvalidOptionError, StoreError } from '../core/errors.js';
+import { InvalidOptionError, StoreError, toStoreError } from '../core/errors.js';
 import type { Reply, Script } from '../core/types.js';
 import type { Store } from './store.js';
 
@@ -66,11 +66,6 @@ function toReply(raw: unknown, script: Script): Reply {
   throw new StoreError(`script ${script.name} replied ${JSON.stringify(raw)}, not a list of integers`);
 }
 
-function storeError(error: unknown): StoreError {
-  if (error instanceof StoreError) return error;
-  return new StoreError(error instanceof Error ? error.message : String(error), { cause: error });
-}
-
 /**
  * State in Redis: each decision is one EVALSHA of the algorithm's script. The script is sent whole
  * (EVAL, which also caches it) only when Redis answers NOSCRIPT: after a restart, a failover or
@@ -89,7 +84,7 @@ export function redisStore(client: RedisClient): Store {
           return toReply(await redis.eval(script.lua, keys, argv), script);
         }
       } catch (error) {
-        throw storeError(error);
+        throw toStoreError(error);
       }
     },
     async delete(keys) {
@@ -97,7 +92,7 @@ export function redisStore(client: RedisClient): Store {
       try {
         await redis.del(keys);
       } catch (error) {
-        throw storeError(error);
+        throw toStoreError(error);
       }
     },
   };

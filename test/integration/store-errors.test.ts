@@ -5,35 +5,36 @@ import { startRedisServer } from '../../src/cli/redis-server.js';
 import { StoreError, createLimiter, fixedWindow, redisStore } from '../../src/index.js';
 
 describe('store failures', () => {
-  it('reject with a StoreError carrying the cause when Redis is gone', async () => {
+  it('are answered by the failure policy, with a StoreError carrying the cause, when Redis is gone', async () => {
     const server = await startRedisServer();
     const redis = new Redis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
     const connectionErrors: unknown[] = [];
     redis.on('error', (error) => connectionErrors.push(error));
     try {
       await new Promise((resolve) => redis.once('ready', resolve));
-      const limiter = createLimiter({ store: redisStore(redis), policy: fixedWindow({ limit: 5, window: '1s' }) });
+      const limiter = createLimiter({ store: redisStore(redis), policy: fixedWindow({ limit: 5, window: '1s' }), onStoreError: 'deny', hooks: { storeError: () => {} } });
       assert.equal((await limiter.limit('k')).allowed, true);
       await server.stop();
-      await assert.rejects(limiter.limit('k'), (error: unknown) => {
-        assert.ok(error instanceof StoreError);
-        assert.equal(error.code, 'SLUICE_STORE_ERROR');
-        assert.ok(error.cause instanceof Error);
-        return true;
-      });
+      const decision = await limiter.limit('k');
+      assert.equal(decision.reason, 'store-error');
+      assert.ok(decision.error instanceof StoreError);
+      assert.equal(decision.error.code, 'SLUICE_STORE_ERROR');
+      assert.ok(decision.error.cause instanceof Error);
     } finally {
       redis.disconnect();
       await server.stop();
     }
   });
 
-  it('reject with a StoreError when the key holds another type', async () => {
+  it('include a key that holds another type (WRONGTYPE)', async () => {
     const server = await startRedisServer();
     const redis = new Redis(server.url);
     try {
-      const limiter = createLimiter({ store: redisStore(redis), prefix: 'p', policy: fixedWindow({ limit: 5, window: '1s' }) });
+      const limiter = createLimiter({ store: redisStore(redis), prefix: 'p', policy: fixedWindow({ limit: 5, window: '1s' }), hooks: { storeError: () => {} } });
       await redis.hset('p:{k}:fw', 'x', '1');
-      await assert.rejects(limiter.limit('k'), (error: unknown) => error instanceof StoreError && /WRONGTYPE/.test(error.message));
+      const decision = await limiter.limit('k');
+      assert.deepEqual([decision.allowed, decision.reason], [true, 'store-error']);
+      assert.match(decision.error?.message ?? '', /WRONGTYPE/);
     } finally {
       await redis.quit();
       await server.stop();

@@ -139,8 +139,15 @@ describe('observe: store errors and recovery against a real Redis', () => {
     // Real failures: Redis refuses scripts to this user (NOPERM) until the permission comes back.
     await harness.redis.call('ACL', 'SETUSER', 'default', '-evalsha', '-eval');
     try {
-      await assert.rejects(limiter.limit('user:secret-42'), StoreError);
-      await assert.rejects(limiter.peek('user:secret-42'), StoreError);
+      // The limiter's failure policy (fail open by default) answers, saying why.
+      const failed = [await limiter.limit('user:secret-42'), await limiter.peek('user:secret-42')];
+      assert.deepEqual(
+        failed.map((d) => [d.allowed, d.reason, d.error instanceof StoreError]),
+        [
+          [true, 'store-error', true],
+          [true, 'store-error', true],
+        ],
+      );
     } finally {
       await harness.redis.call('ACL', 'SETUSER', 'default', '+evalsha', '+eval');
     }
@@ -151,24 +158,24 @@ describe('observe: store errors and recovery against a real Redis', () => {
     assert.deepEqual(
       errors.map((e) => [e.operation, e.reason, e.error.name, e.error.code, 'key' in e, 'cause' in e]),
       [
-        ['limit', 'rejected', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
-        ['peek', 'rejected', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
+        ['limit', 'store-error', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
+        ['peek', 'store-error', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
       ],
     );
     assert.match(errors[0]?.error.message ?? '', /NOPERM/);
     assert.equal(recoveries.length, 1);
     assert.deepEqual({ ...recoveries[0], downForMs: undefined }, { ...labelsOfEvent(limiter), operation: 'limit', failures: 2, downForMs: undefined });
     assert.ok((recoveries[0]?.downForMs ?? -1) >= 0);
-    assert.equal(decisions.length, 3);
+    assert.equal(decisions.length, 5);
     for (const event of [...errors, ...recoveries, ...decisions]) assert.doesNotMatch(JSON.stringify(event), /secret-42/);
 
     const found = await collect(reader);
     const errorPoints = (found.get('sluice.store.errors') ?? []).map((p) => [p.attributes['sluice.operation'], p.attributes['sluice.error.reason'], p.value]);
     assert.deepEqual(errorPoints.sort(), [
-      ['limit', 'rejected', 1],
-      ['peek', 'rejected', 1],
+      ['limit', 'store-error', 1],
+      ['peek', 'store-error', 1],
     ]);
-    assert.deepEqual(found.get('sluice.requests.allowed'), [{ attributes: labelsOf(limiter), value: 3 }]);
+    assert.deepEqual(found.get('sluice.requests.allowed'), [{ attributes: labelsOf(limiter), value: 4 }]);
   });
 });
 

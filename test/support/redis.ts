@@ -1,9 +1,10 @@
 import { after, before } from 'node:test';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
+import { Cluster, Redis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { memoryStore, redisStore, type Store } from '../../src/index.js';
+import { nodesOf, startRedisCluster, type RedisCluster } from './cluster.js';
 
 /** A store under test, and, for Redis, a raw client to look behind its back. */
 export interface StoreCase {
@@ -12,7 +13,7 @@ export interface StoreCase {
   readonly inRedis: boolean;
   store(): Store;
   /** The Redis holding the state, for TTL checks, SCAN and SCRIPT FLUSH; undefined for memory. */
-  readonly redis: Redis | undefined;
+  readonly redis: Redis | Cluster | undefined;
   /** The store's clock minus this process's clock. */
   readonly clockOffsetMs: number;
 }
@@ -26,13 +27,17 @@ export interface Harness {
 
 /**
  * Starts a private redis-server for this test file (stopped after it) and opens, on it, one
- * client of each kind sluice supports. The cases are known when tests are declared; their
- * stores and clients are ready once `before` has run.
+ * client of each kind sluice supports. With `cluster`, also a private Redis Cluster (3 masters,
+ * 3 replicas) and a cluster client of each kind. The cases are known when tests are declared;
+ * their stores and clients are ready once `before` has run.
  */
-export function useRedis(): Harness {
+export function useRedis(options: { cluster?: boolean } = {}): Harness {
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
   let nodeRedis: ReturnType<typeof createClient> | undefined;
+  let cluster: RedisCluster | undefined;
+  let ioCluster: Cluster | undefined;
+  let nodeCluster: ReturnType<typeof createCluster> | undefined;
   let clockOffsetMs = 0;
   const ready = <T>(value: T | undefined): T => {
     if (value === undefined) throw new Error('the Redis harness is used before its before() hook ran');
@@ -45,18 +50,29 @@ export function useRedis(): Harness {
     await nodeRedis.connect();
     const [seconds, micros] = await redis.time();
     clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - Date.now();
+    if (options.cluster) {
+      cluster = await startRedisCluster();
+      ioCluster = new Cluster([...cluster.rootNodes]);
+      await new Promise((resolve) => ioCluster?.once('ready', resolve));
+      nodeCluster = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+      await nodeCluster.connect();
+    }
   });
   after(async () => {
+    await nodeCluster?.close();
+    await ioCluster?.quit();
+    await cluster?.stop();
     await nodeRedis?.quit();
     await redis?.quit();
     await server?.stop();
   });
-  const redisCase = (name: string, store: () => Store): StoreCase => ({
+  // Every node of the cluster runs on this machine's clock, like the standalone server.
+  const redisCase = (name: string, store: () => Store, raw: () => Redis | Cluster | undefined = () => redis): StoreCase => ({
     name,
     inRedis: true,
     store,
     get redis() {
-      return ready(redis);
+      return ready(raw());
     },
     get clockOffsetMs() {
       return clockOffsetMs;
@@ -73,6 +89,12 @@ export function useRedis(): Harness {
       { name: 'memory', inRedis: false, store: () => memoryStore(), redis: undefined, clockOffsetMs: 0 },
       redisCase('redis (ioredis)', () => redisStore(ready(redis))),
       redisCase('redis (node-redis)', () => redisStore(ready(nodeRedis))),
+      ...(options.cluster
+        ? [
+            redisCase('redis cluster (ioredis)', () => redisStore(ready(ioCluster)), () => ioCluster),
+            redisCase('redis cluster (node-redis)', () => redisStore(ready(nodeCluster)), () => ioCluster),
+          ]
+        : []),
     ],
   };
 }
@@ -82,14 +104,27 @@ export function uniquePrefix(): string {
   return `t-${randomUUID().slice(0, 8)}`;
 }
 
-/** Every key under a prefix, with its PTTL. */
-export async function keysWithTtl(redis: Redis, prefix: string): Promise<Map<string, number>> {
+/**
+ * Every key under a prefix, with its PTTL: on every master of a cluster. A key that expires
+ * between SCAN and PTTL (-2) is left out: it is gone, which is what a TTL is for.
+ */
+export async function keysWithTtl(redis: Redis | Cluster, prefix: string): Promise<Map<string, number>> {
   const found = new Map<string, number>();
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    for (const key of keys) found.set(key, await redis.pttl(key));
-  } while (cursor !== '0');
+  for (const node of nodesOf(redis, 'master')) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) {
+        const ttl = await node.pttl(key);
+        if (ttl !== -2) found.set(key, ttl);
+      }
+    } while (cursor !== '0');
+  }
   return found;
+}
+
+/** SCRIPT FLUSH on the server, or on every node of a cluster. */
+export async function flushScripts(redis: Redis | Cluster): Promise<void> {
+  await Promise.all(nodesOf(redis, 'all').map((node) => node.script('FLUSH')));
 }

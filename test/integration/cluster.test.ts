@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Cluster, Redis } from 'ioredis';
+import { createCluster } from 'redis';
+import { scriptFor } from '../../src/core/script.js';
+import { createLimiter, redisStore, type Limiter } from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
+import { clusterSettled, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
+import { flushScripts, keysWithTtl, uniquePrefix } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+
+/**
+ * The ports of the master and the replica serving `key`'s slot, from CLUSTER NODES (CLUSTER SLOTS
+ * leaves out a replica until its replication offset has moved). A line is
+ * `<id> <host:port@bus> <flags> <master id or -> <ping> <pong> <epoch> <link> <slot ranges...>`.
+ */
+async function shardOf(redis: Redis, key: string): Promise<{ master: number; replica: number }> {
+  const slot = Number(await redis.cluster('KEYSLOT', key));
+  const nodes = ((await redis.cluster('NODES')) as string)
+    .trim()
+    .split('\n')
+    .map((line) => line.split(' '));
+  const port = (fields: string[] | undefined) => Number(fields?.[1]?.split(/[:@]/)[1]);
+  const owns = (ranges: string[]) =>
+    ranges.some((range) => {
+      const [start = -1, end = start] = range.split('-').map(Number);
+      return start <= slot && slot <= end;
+    });
+  const master = nodes.find((fields) => fields[2]?.includes('master') && owns(fields.slice(8)));
+  const replica = nodes.find((fields) => master && fields[3] === master[0]);
+  assert.ok(master && replica, `no master with a replica for slot ${slot}`);
+  return { master: port(master), replica: port(replica) };
+}
+
+describe('Redis Cluster: failover and script cache loss', () => {
+  let cluster: RedisCluster;
+  let ioCluster: Cluster;
+  let nodeCluster: ReturnType<typeof createCluster>;
+  before(async () => {
+    cluster = await startRedisCluster();
+    ioCluster = new Cluster([...cluster.rootNodes]);
+    await new Promise((resolve) => ioCluster.once('ready', resolve));
+    nodeCluster = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+    await nodeCluster.connect();
+  });
+  after(async () => {
+    await nodeCluster.close();
+    await ioCluster.quit();
+    await cluster.stop();
+  });
+
+  it('a replica promoted with CLUSTER FAILOVER (its script cache empty) goes on counting, through both clients', async () => {
+    const prefix = uniquePrefix();
+    const limiters: Limiter[] = algorithms.flatMap((algorithm) =>
+      [redisStore(ioCluster), redisStore(nodeCluster)].map((store, i) =>
+        createLimiter({ store, policy: algorithm.policy(10, HOUR), prefix: `${prefix}-${i}`, timeout: '5s', onStoreError: 'deny' }),
+      ),
+    );
+    // Every limiter's key for client "k" has the hash tag {k}: one slot, one shard.
+    for (const limiter of limiters) assert.equal((await limiter.limit('k', { cost: 3 })).remaining, 7);
+
+    const any = new Redis(cluster.rootNodes[0]?.port ?? 0, '127.0.0.1');
+    const { master, replica } = await shardOf(any, 'k').catch((error: unknown) => {
+      any.disconnect();
+      throw error;
+    });
+    const promoted = new Redis(replica, '127.0.0.1');
+    try {
+      const shas = [...new Set(limiters.map((l) => scriptFor([l.policy.kind]).sha))];
+      assert.deepEqual(await promoted.script('EXISTS', ...shas), shas.map(() => 0), 'the replica has never seen the scripts');
+
+      // Calls made during the failover never reject: they are decided by Redis or by the failure policy.
+      const during = Promise.all(limiters.map((limiter) => limiter.limit('during')));
+      assert.equal(await promoted.cluster('FAILOVER'), 'OK');
+      await waitFor('the replica is a master', async () => (await promoted.role())[0] === 'master');
+      await waitFor('the cluster is settled after the failover', () => clusterSettled(cluster.nodes));
+      assert.equal((await during).length, limiters.length);
+      assert.deepEqual(await shardOf(any, 'k'), { master: replica, replica: master });
+
+      for (const limiter of limiters) {
+        const decision = await limiter.limit('k');
+        assert.deepEqual([decision.allowed, decision.remaining, decision.reason], [true, 6, undefined], limiter.prefix);
+      }
+      await flushScripts(ioCluster);
+      for (const limiter of limiters) assert.equal((await limiter.limit('k')).remaining, 5);
+      for (const limiter of limiters) {
+        const ttls = await keysWithTtl(ioCluster, limiter.prefix);
+        assert.ok(ttls.size >= 1);
+        for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+      }
+    } finally {
+      any.disconnect();
+      promoted.disconnect();
+    }
+  });
+});

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { createLimiter, fixedWindow, memoryStore, redisStore, type Decision, type Limiter, type StoreRecovery } from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
+import { keysWithTtl, uniquePrefix } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+
+/** Calls `limiter.limit` until a decision comes from Redis again (no `reason`), for at most 15 s. */
+async function untilBackOnRedis(limiter: Limiter, key: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while ((await limiter.limit(key)).reason !== undefined) {
+    assert.ok(Date.now() < deadline, 'calls did not return to Redis within 15 s of the restart');
+    await sleep(50);
+  }
+}
+
+describe('outage: a slow or dead redis-server', () => {
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  it('answers within the timeout while Redis is paused, then decides in Redis again; the late call still counts', async () => {
+    const client = new Redis(server.url);
+    const admin = new Redis(server.url);
+    try {
+      // Generous for a busy machine: a reply later than this would be counted as a failure.
+      const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: HOUR }), prefix: uniquePrefix(), timeout: '500ms', onStoreError: 'deny' });
+      assert.equal((await limiter.limit('k')).remaining, 4);
+      // WRITE mode holds scripts (they may write) yet lets CLIENT UNPAUSE through.
+      await admin.call('CLIENT', 'PAUSE', '5000', 'WRITE');
+      const started = performance.now();
+      const paused = await limiter.limit('k');
+      const waitedMs = performance.now() - started;
+      assert.equal(paused.reason, 'timeout');
+      assert.equal(paused.allowed, false);
+      assert.ok(waitedMs < 5000, `answered after ${waitedMs} ms, not before Redis`);
+      await admin.call('CLIENT', 'UNPAUSE');
+      // The timed-out call was already on its way: Redis runs it after the pause, before this one.
+      const back = await limiter.limit('k');
+      assert.deepEqual([back.allowed, back.remaining, back.reason], [true, 2, undefined]);
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('killed mid-load: follows the failure policy while down, returns to Redis after a restart, no key without a TTL', async () => {
+    // ioredis as it comes (offline queue on: calls wait for the reconnect, so they time out), and
+    // ioredis and node-redis set up as docs/reliability.md advises (offline queue off: they fail at once).
+    const reconnectEvery100ms = () => 100;
+    const clients = {
+      queueing: new Redis(server.url, { retryStrategy: reconnectEvery100ms }),
+      failFast: new Redis(server.url, { retryStrategy: reconnectEvery100ms, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 }),
+      nodeRedis: createClient({ url: server.url, disableOfflineQueue: true, socket: { connectTimeout: 1_000, reconnectStrategy: reconnectEvery100ms } }),
+    };
+    const clientErrors: unknown[] = [];
+    for (const client of Object.values(clients)) client.on('error', (error: unknown) => clientErrors.push(error));
+    const prefix = uniquePrefix();
+    const recoveries: StoreRecovery[] = [];
+    const hooks = { recover: (r: StoreRecovery) => recoveries.push(r) };
+    try {
+      // Without an offline queue, a command sent before the connection is ready fails: wait for it.
+      await Promise.all([clients.nodeRedis.connect(), once(clients.failFast, 'ready')]);
+      const limiters = algorithms.flatMap((algorithm) => {
+        const options = { policy: algorithm.policy(1000, HOUR), prefix, timeout: '500ms', hooks } as const;
+        return [
+          createLimiter({ ...options, store: redisStore(clients.queueing), onStoreError: createLimiter({ store: memoryStore(), policy: algorithm.policy(3, HOUR) }) }),
+          createLimiter({ ...options, store: redisStore(clients.failFast), prefix: `${prefix}-f`, onStoreError: 'deny' }),
+          createLimiter({ ...options, store: redisStore(clients.nodeRedis), prefix: `${prefix}-n`, onStoreError: 'deny' }),
+        ];
+      });
+      const batch = (key: string) => Promise.all(limiters.map((limiter) => limiter.limit(key)));
+      const keys = Array.from({ length: 20 }, (_, i) => `user:${i}`);
+
+      for (const key of keys) assert.ok((await batch(key)).every((d) => d.allowed && d.reason === undefined));
+      const inFlight = Promise.all(keys.map(batch));
+      await server.kill();
+      const whenKilled = (await inFlight).flat();
+      assert.ok(whenKilled.every((d) => d.reason === undefined || d.error !== undefined));
+
+      const down: Decision[][] = [];
+      for (let i = 0; i < 4; i++) down.push(await batch('while-down'));
+      // The queueing client's limiters asked their fallback (limit 3), after a timeout or, once the
+      // client gives up on its queue, an error; the fail-fast ones failed at once and denied.
+      const failed = (d: Decision) => (d.reason === 'timeout' || d.reason === 'store-error' ? 'failed' : 'decided by Redis');
+      assert.deepEqual(
+        down.map((decisions) => decisions.map((d, i) => `${d.allowed ? 1 : 0}/${d.limit} ${i % 3 === 0 ? failed(d) : d.reason}`)),
+        [1, 1, 1, 0].map((allowed) => algorithms.flatMap(() => [`${allowed}/3 failed`, '0/1000 store-error', '0/1000 store-error'])),
+      );
+
+      await server.restart();
+      for (const limiter of limiters) await untilBackOnRedis(limiter, 'after');
+      const back = (await Promise.all(keys.map(batch))).flat();
+      assert.ok(back.every((d) => d.allowed && d.reason === undefined && d.limit === 1000));
+      assert.equal(recoveries.length, limiters.length, 'each limiter reports its recovery once');
+      assert.ok(clientErrors.length > 0, 'the clients saw the connection drop');
+
+      const raw = new Redis(server.url);
+      try {
+        for (const p of [prefix, `${prefix}-f`, `${prefix}-n`]) {
+          const ttls = await keysWithTtl(raw, p);
+          assert.ok(ttls.size >= 3 * 20, `${ttls.size} keys under ${p}`);
+          for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
+        }
+      } finally {
+        raw.disconnect();
+      }
+    } finally {
+      clients.queueing.disconnect();
+      clients.failFast.disconnect();
+      clients.nodeRedis.destroy();
+    }
+  });
+});

@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DENY_RETRY_AFTER_MS } from '../../src/core/failure.js';
+import {
+  InvalidOptionError,
+  StoreError,
+  createLimiter,
+  fixedWindow,
+  memoryStore,
+  type LimiterOptions,
+  type Store,
+  type StoreFailure,
+  type StoreRecovery,
+} from '../../src/index.js';
+
+const policy = fixedWindow({ limit: 5, window: '1h' });
+
+/**
+ * A store in front of the memory store whose next calls can be made to fail or to hang, the way a
+ * Redis client does while its server is gone. The outage tests do the same with real redis-servers.
+ */
+function switchableStore() {
+  const healthy = memoryStore({ now: () => 1_000_000 });
+  const control = { mode: 'up' as 'up' | 'fail' | 'hang' | 'throw', pending: [] as ((error: Error) => void)[] };
+  const store: Store = {
+    run(script, keys, args) {
+      if (control.mode === 'throw') throw new TypeError('thrown synchronously');
+      if (control.mode === 'fail') return Promise.reject(new Error('ECONNREFUSED'));
+      if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
+      return healthy.run(script, keys, args);
+    },
+    delete(keys) {
+      if (control.mode !== 'up') return Promise.reject(new Error('ECONNREFUSED'));
+      return healthy.delete(keys);
+    },
+  };
+  return { store, control };
+}
+
+/** Runs `body` and returns what the process emitted meanwhile on `event` (warnings are emitted on the next tick). */
+async function emittedDuring<T>(event: 'warning' | 'unhandledRejection', body: () => Promise<void>): Promise<T[]> {
+  const emitted: T[] = [];
+  const listener = (value: T) => emitted.push(value);
+  process.on(event, listener);
+  try {
+    await body();
+    await sleep(20);
+  } finally {
+    process.off(event, listener);
+  }
+  return emitted;
+}
+
+function limiterWith(options: Partial<LimiterOptions>) {
+  const { store, control } = switchableStore();
+  const failures: StoreFailure[] = [];
+  const recoveries: StoreRecovery[] = [];
+  const limiter = createLimiter({
+    store,
+    policy,
+    hooks: { storeError: (f) => failures.push(f), recover: (r) => recoveries.push(r) },
+    ...options,
+  });
+  return { limiter, control, failures, recoveries };
+}
+
+describe('failure policy', () => {
+  it("'allow' admits while the store fails, says why, and returns to the store after", async () => {
+    const { limiter, control, failures, recoveries } = limiterWith({ onStoreError: 'allow' });
+    assert.equal((await limiter.limit('k', { cost: 5 })).remaining, 0);
+    control.mode = 'fail';
+    const open = await limiter.limit('k');
+    assert.deepEqual({ ...open, error: undefined, policies: undefined }, { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0, reason: 'store-error', error: undefined, policies: undefined });
+    assert.deepEqual(open.policies.map((p) => [p.name, p.allowed, p.remaining]), [['fixed-window', true, 5]]);
+    assert.ok(open.error instanceof StoreError && open.error.code === 'SLUICE_STORE_ERROR' && open.error.message.includes('ECONNREFUSED'));
+    control.mode = 'throw';
+    assert.equal((await limiter.peek('k')).reason, 'store-error');
+    assert.deepEqual(
+      failures.map((f) => [f.reason, f.failures]),
+      [
+        ['store-error', 1],
+        ['store-error', 2],
+      ],
+    );
+    control.mode = 'up';
+    const back = await limiter.limit('k');
+    assert.deepEqual({ ...back, policies: undefined }, { allowed: false, limit: 5, remaining: 0, resetAfterMs: back.resetAfterMs, retryAfterMs: back.retryAfterMs, policies: undefined });
+    assert.equal(recoveries.length, 1);
+    assert.equal(recoveries[0]?.failures, 2);
+    await limiter.limit('k');
+    assert.equal(recoveries.length, 1, 'a recovery is reported once');
+  });
+
+  it("'deny' refuses while the store fails, with a retryAfterMs", async () => {
+    const { limiter, control } = limiterWith({ onStoreError: 'deny' });
+    control.mode = 'fail';
+    const closed = await limiter.limit('k');
+    assert.deepEqual(
+      { ...closed, error: undefined, policies: undefined },
+      { allowed: false, limit: 5, remaining: 0, resetAfterMs: DENY_RETRY_AFTER_MS, retryAfterMs: DENY_RETRY_AFTER_MS, reason: 'store-error', error: undefined, policies: undefined },
+    );
+  });
+
+  it('a fallback limiter decides while the store fails, and the store decides again after', async () => {
+    const fallback = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 2, window: '1h' }) });
+    const { limiter, control } = limiterWith({ onStoreError: fallback });
+    await limiter.limit('k');
+    control.mode = 'fail';
+    const during = [await limiter.limit('k'), await limiter.limit('k'), await limiter.limit('k'), await limiter.peek('k')];
+    assert.deepEqual(
+      during.map((d) => [d.allowed, d.limit, d.remaining, d.reason]),
+      [
+        [true, 2, 1, 'store-error'],
+        [true, 2, 0, 'store-error'],
+        [false, 2, 0, 'store-error'],
+        [false, 2, 0, 'store-error'],
+      ],
+    );
+    control.mode = 'up';
+    assert.deepEqual(await limiter.limit('k'), { ...(await limiter.peek('k')), remaining: 3 });
+  });
+
+  it('answers within the timeout when the store hangs, and a late rejection is handled', async () => {
+    const unhandled = await emittedDuring('unhandledRejection', async () => {
+      const { limiter, control, failures } = limiterWith({ timeout: '20ms', onStoreError: 'deny' });
+      control.mode = 'hang';
+      const decision = await limiter.limit('k');
+      assert.equal(decision.reason, 'timeout');
+      assert.match(decision.error?.message ?? '', /no reply within 20 ms/);
+      assert.equal(failures[0]?.reason, 'timeout');
+      await assert.rejects(limiter.reset('k'), StoreError);
+      // The store gives up on the timed-out call much later, as a client does when it reconnects.
+      for (const reject of control.pending) reject(new Error('Connection is closed'));
+    });
+    assert.deepEqual(unhandled, []);
+  });
+
+  it('a hook that throws changes nothing but a warning', async () => {
+    const warnings = await emittedDuring<Error>('warning', async () => {
+      const { store, control } = switchableStore();
+      const hooks = {
+        storeError() {
+          throw new Error('metrics down');
+        },
+      };
+      const limiter = createLimiter({ store, policy, hooks });
+      control.mode = 'fail';
+      assert.equal((await limiter.limit('k')).reason, 'store-error');
+    });
+    assert.deepEqual(
+      warnings.map((w) => w.message),
+      ['sluice: hooks.storeError threw: metrics down'],
+    );
+  });
+
+  it('fails open by default, with one warning per outage when no storeError hook is set', async () => {
+    const warnings = await emittedDuring<Error>('warning', async () => {
+      const { store, control } = switchableStore();
+      const limiter = createLimiter({ store, policy });
+      control.mode = 'fail';
+      assert.equal((await limiter.limit('k')).allowed, true);
+      assert.equal((await limiter.limit('k')).allowed, true);
+      control.mode = 'up';
+      await limiter.limit('k');
+      control.mode = 'fail';
+      await limiter.limit('k');
+    });
+    assert.equal(warnings.length, 2);
+    assert.match(warnings[0]?.message ?? '', /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/);
+  });
+
+  it('rejects bad failure options at construction', () => {
+    const store = memoryStore();
+    for (const [option, value] of [
+      ['timeout', 0],
+      ['timeout', '5 minutes'],
+      ['onStoreError', 'ignore'],
+      ['onStoreError', {}],
+      ['hooks', { storeError: 'log' }],
+      ['hooks', 42],
+    ] as const) {
+      assert.throws(
+        () => createLimiter({ store, policy, [option]: value } as unknown as LimiterOptions),
+        (e: unknown) => e instanceof InvalidOptionError && e.option === option,
+        `${option}: ${String(value)}`,
+      );
+    }
+  });
+});

@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MAX_RAW_KEY_BYTES, storageKey } from '../../src/core/keys.js';
+import { scriptArgs, scriptFor } from '../../src/core/script.js';
+import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
+import { hostileKeys } from '../support/hostile-keys.js';
+
+describe('keys', () => {
+  it('gives every distinct key its own Redis key, of bounded length', () => {
+    const stored = hostileKeys.map((key) => storageKey('p', key, 'fw'));
+    assert.equal(new Set(stored).size, hostileKeys.length);
+    for (const key of stored) assert.ok(Buffer.byteLength(key) <= MAX_RAW_KEY_BYTES + 10, `${key.length} bytes`);
+  });
+
+  it('hashes keys past the limit and keys that would empty their hash tag, keeps the rest readable', () => {
+    assert.equal(storageKey('p', 'user:1', 'fw'), 'p:{user:1}:fw');
+    assert.equal(storageKey('p', 'x'.repeat(MAX_RAW_KEY_BYTES), 'fw'), `p:{${'x'.repeat(MAX_RAW_KEY_BYTES)}}:fw`);
+    assert.match(storageKey('p', 'x'.repeat(MAX_RAW_KEY_BYTES + 1), 'fw'), /^p:#\{[0-9a-f]{64}\}:fw$/);
+    assert.match(storageKey('p', '}a', 'fw'), /^p:#\{[0-9a-f]{64}\}:fw$/);
+  });
+
+  it('rejects keys and prefixes with lone surrogates, which have no UTF-8 form to keep them apart', async () => {
+    const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
+    for (const key of ['\uD800', 'a\uDFFF', '\uDC00\uD800']) {
+      await assert.rejects(limiter.limit(key), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'key');
+    }
+    assert.equal((await limiter.limit('\uD83D\uDE42')).allowed, true, 'a surrogate pair is fine');
+    assert.throws(() => createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }), prefix: 'p\uD800' }), InvalidOptionError);
+  });
+});
+
+describe('memory store under a flood of distinct keys', () => {
+  it('holds at most maxKeys of 250,000 new keys, evicting the least recently used', async () => {
+    const maxKeys = 5_000;
+    const store = memoryStore({ maxKeys, now: () => 1_000_000 });
+    const policy = fixedWindow({ limit: 3, window: '1h' });
+    // Straight to the store, as the limiter would call it, so the calls stay cheap.
+    const script = scriptFor([policy.kind]);
+    const call = async (key: string, op: 'limit' | 'peek' = 'limit') => {
+      const keys = [storageKey('p', key, 'blk'), storageKey('p', key, 'str'), storageKey('p', key, policy.kind.id)];
+      const reply = await store.run(script, keys, scriptArgs({ op, cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] }));
+      return [reply[0], reply[4]] as const;
+    };
+    await call('regular');
+    for (let i = 0; i < 250_000; i++) {
+      const [allowed, remaining] = await call(`attacker:${i}`);
+      if (allowed !== 1 || remaining !== 2) assert.fail(`attacker:${i} got [${allowed}, ${remaining}]`);
+      if (store.size > maxKeys) assert.fail(`${store.size} keys held after ${i + 1} new ones`);
+      // A client seen often keeps its state: it is never the least recently used.
+      if (i % 1_000 === 0) assert.equal((await call('regular', 'peek'))[1], 2);
+    }
+    assert.equal(store.size, maxKeys);
+    assert.equal((await call('attacker:0'))[1], 2, 'an evicted key starts again');
+  });
+});

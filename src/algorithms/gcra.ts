@@ -15,6 +15,8 @@ export interface GcraOptions {
   name?: string;
 }
 
+const MIN_INTERVAL_US = 500;
+
 /*
  * KEY  a string: the theoretical arrival time (TAT) in µs, an integer
  * p    emission interval in µs (period / limit, rounded to the µs), burst
@@ -93,7 +95,11 @@ export function gcra(options: GcraOptions): Policy {
   const limit = positiveInteger('limit', o.limit);
   const periodMs = parseDuration('period', o.period);
   const burst = o.burst === undefined ? limit : positiveInteger('burst', o.burst);
-  const interval = Math.round((periodMs * 1000) / limit);
-  if (interval < 1) throw new InvalidOptionError('limit', limit, `at most one request per µs of the period (${periodMs * 1000} for this period)`);
+  // The interval is kept in whole µs; below 500 µs that rounding could move the rate by over 0.1%.
+  const exactInterval = (periodMs * 1000) / limit;
+  if (exactInterval < MIN_INTERVAL_US) {
+    throw new InvalidOptionError('limit', limit, `at most ${Math.floor((periodMs * 1000) / MIN_INTERVAL_US)} per period here (one request per 500 µs), so the µs-rounded interval stays within 0.1% of the rate`);
+  }
+  const interval = Math.round(exactInterval);
   return definePolicy({ algorithm: 'gcra', name: policyName(o.name, 'gcra'), limit, windowMs: periodMs, maxCost: burst }, algorithm, [interval, burst]);
 }

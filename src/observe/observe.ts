@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
-import type { Limiter } from '../core/limiter.js';
+import type { Lease, Limiter } from '../core/limiter.js';
 import type { Decision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 
@@ -251,7 +251,9 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
   return {
     ...limiter,
     limit: (key, limitOptions) => decide('limit', key, () => limiter.limit(key, limitOptions)),
-    peek: (key) => decide('peek', key, () => limiter.peek(key)),
+    peek: (key, peekOptions) => decide('peek', key, () => limiter.peek(key, peekOptions)),
+    // A lease is a decision too: counted as one, and returned whole so it can be released.
+    acquire: (key, acquireOptions) => decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,
     async reset(key) {
       await timed('reset', key, () => limiter.reset(key));
       success('reset', key);

@@ -88,3 +88,25 @@ describe('createLimiter and stores', () => {
     rejectsOption(() => redisStore(undefined as never), 'client', 'undefined');
   });
 });
+
+describe('options of gcra, slidingWindow, concurrency and the limiter extras', () => {
+  it('name the option and the bad value', async () => {
+    const { gcra, slidingWindow, concurrency } = await import('../../src/index.js');
+    rejectsOption(() => gcra({ limit: 0, period: '1s' }), 'limit', '0');
+    rejectsOption(() => gcra({ limit: 5, period: '1y' as never }), 'period', '"1y"');
+    rejectsOption(() => gcra({ limit: 5, period: '1s', burst: 0 }), 'burst', '0');
+    rejectsOption(() => gcra({ limit: 2001, period: '1s' }), 'limit', '2001');
+    assert.equal(gcra({ limit: 2000, period: '1s' }).limit, 2000);
+    rejectsOption(() => slidingWindow({ limit: 5, window: 5 }), 'window', '5');
+    rejectsOption(() => slidingWindow({ limit: 1.5, window: '1s' }), 'limit', '1.5');
+    rejectsOption(() => concurrency({ limit: 5, leaseMs: 0 }), 'leaseMs', '0');
+    rejectsOption(() => concurrency({ limit: -2, leaseMs: '1s' }), 'limit', '-2');
+    const store = memoryStore();
+    const policy = fixedWindow({ limit: 5, window: '1s' });
+    rejectsOption(() => createLimiter({ store, policy: [] }), 'policy', 'an array');
+    rejectsOption(() => createLimiter({ store, policy, penalty: { after: 0, block: '1m' } }), 'penalty.after', '0');
+    rejectsOption(() => createLimiter({ store, policy, penalty: { after: 3, block: 'soon' as never } }), 'penalty.block', '"soon"');
+    rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' as never }), 'timeout', '"0ms"');
+    rejectsOption(() => createLimiter({ store, policy, onStoreError: 'maybe' as never }), 'onStoreError', '"maybe"');
+  });
+});

@@ -1,0 +1,12 @@
+import { Redis } from 'ioredis';
+import { startRedisServer } from '../src/cli/redis-server.js';
+import { redisContenders } from './contenders.js';
+import { measure } from './measure.js';
+const server = await startRedisServer();
+const redis = new Redis(server.url, { enableAutoPipelining: true });
+const keys = Array.from({ length: 10000 }, (_, i) => `user:${i}`);
+const c = redisContenders(redis).find(c => c.name === (process.argv[2] ?? 'sluice fixedWindow'))!;
+await measure(c.decide, keys, 256, 500);
+const s = await measure(c.decide, keys, 256, 4000);
+console.log(c.name, Math.round(s.decisionsPerSecond));
+redis.disconnect(); await server.stop();

@@ -25,7 +25,8 @@ const MIN_WINDOW_MS = 10;
  * about the time left in this window belongs to another window (it outlived its end by that ms,
  * or the window length changed): it counts as 0 and is overwritten. A counter with no TTL at
  * all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
- * too much, and gets its TTL back from PEXPIRE NX, sent on every call.
+ * too much, and gets its TTL back on the next call that counts. A new counter is written with its
+ * TTL in one SET, and an existing one only incremented: as few Redis calls as the decision needs.
  */
 const LUA = `
 local limit = tonumber(ARGV[3])
@@ -38,14 +39,14 @@ if pttl ~= -2 and not stale then count = tonumber(redis.call('GET', KEYS[1])) en
 local allowed = count + cost <= limit
 if not peek then
   if allowed then
-    if stale then
+    if pttl == -2 or stale then
       redis.call('SET', KEYS[1], cost, 'PX', resetAfter + 1)
     else
       redis.call('INCRBY', KEYS[1], cost)
     end
     count = count + cost
   end
-  redis.call('PEXPIRE', KEYS[1], resetAfter + 1, 'NX')
+  if pttl == -1 then redis.call('PEXPIRE', KEYS[1], resetAfter + 1) end
 end
 local retryAfter = 0
 if not allowed then retryAfter = resetAfter end

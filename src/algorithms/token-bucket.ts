@@ -19,7 +19,8 @@ interface Bucket {
 }
 
 /*
- * KEYS[1]  a hash: tokens (a float, written with %.17g so it reads back exactly) and ts (ms)
+ * KEYS[1]  a string "<tokens> <ts>": the tokens left (a float, written with %.17g so it reads back
+ *          exactly) at ts (ms). One string, not a hash: about half the memory per client.
  * ARGV     cost, peek, capacity, refill per second
  * reply    allowed, remaining, resetAfterMs, retryAfterMs, now
  *
@@ -30,20 +31,22 @@ interface Bucket {
 const LUA = `
 local capacity = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4]) / 1000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local state = redis.call('GET', KEYS[1])
 local tokens = capacity
-if state[1] then
-  tokens = math.min(capacity, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate)
+if state then
+  local stored, at = string.match(state, '(%S+) (%S+)')
+  tokens = math.min(capacity, tonumber(stored) + math.max(0, now - tonumber(at)) * rate)
 end
 local allowed = tokens >= cost
-if allowed and not peek then
-  tokens = tokens - cost
-  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', now)
-end
+if allowed and not peek then tokens = tokens - cost end
 local resetAfter = math.ceil((capacity - tokens) / rate)
 local retryAfter = 0
 if not allowed then retryAfter = math.ceil((cost - tokens) / rate) end
-if not peek and (allowed or state[1]) then redis.call('PEXPIRE', KEYS[1], resetAfter + 1) end
+if allowed and not peek then
+  redis.call('SET', KEYS[1], string.format('%.17g %d', tokens, now), 'PX', resetAfter + 1)
+elseif state and not peek then
+  redis.call('PEXPIRE', KEYS[1], resetAfter + 1)
+end
 return {allowed and 1 or 0, math.floor(tokens), resetAfter, retryAfter, now}
 `;
 

@@ -1,4 +1,5 @@
 import type { Store } from '../stores/store.js';
+import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError } from './errors.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
 import type { Decision, Mode, Policy, Reply } from './types.js';
@@ -11,6 +12,8 @@ export interface LimiterOptions {
   policy: Policy;
   /** Namespaces this limiter's keys (default 'sluice'). No braces or spaces. */
   prefix?: string;
+  /** Answers from memory, without the store, cost-1 requests certain to be denied (see docs/performance.md). */
+  deniedCache?: DeniedCacheOptions;
 }
 
 export interface LimitOptions {
@@ -25,6 +28,8 @@ export interface Limiter {
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
   peek(key: string): Promise<Decision>;
+  /** Decides several keys at once: every request is sent before any answer is awaited. */
+  limitMany(keys: readonly string[], options?: LimitOptions): Promise<Decision[]>;
   /** Forgets this key's state. */
   reset(key: string): Promise<void>;
 }
@@ -60,22 +65,50 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const store = o.store;
   const policy = o.policy;
   const prefix = validPrefix(o.prefix);
+  const denied = o.deniedCache === undefined ? undefined : new DeniedCache(o.deniedCache);
 
-  async function run(key: string, cost: number, mode: Mode): Promise<Decision> {
-    const reply = await store.run(policy.script, [storageKey(prefix, key, policy.keySuffix)], policy.args(cost, mode));
-    return decision(reply, policy.limit);
+  const toDecision = (reply: Reply): Decision => decision(reply, policy.limit);
+
+  function run(key: string, cost: number, mode: Mode): Promise<Decision> {
+    return store.run(policy.script, [storageKey(prefix, key, policy.keySuffix)], policy.args(cost, mode)).then(toDecision);
+  }
+
+  async function throughCache(cache: DeniedCache, key: string): Promise<Decision> {
+    const cached = cache.lookup(key);
+    if (cached !== undefined) return cached;
+    const sentAt = cache.now();
+    const answer = await run(key, 1, 'consume');
+    cache.learn(key, answer, sentAt);
+    return answer;
+  }
+
+  function consume(key: string, cost: number): Promise<Decision> {
+    return denied === undefined || cost !== 1 ? run(key, cost, 'consume') : throughCache(denied, key);
   }
 
   return {
     policy,
     prefix,
-    async limit(key, limitOptions) {
-      return run(validKey(key), validCost(limitOptions, policy.limit), 'consume');
+    // Not async, which saves a promise per decision; a bad argument still rejects, never throws.
+    limit(key, limitOptions) {
+      try {
+        return consume(validKey(key), validCost(limitOptions, policy.limit));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    },
+    async limitMany(keys, limitOptions) {
+      if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
+      // Every argument is checked before anything is sent, so a bad key counts nothing.
+      const valid = keys.map(validKey);
+      const cost = validCost(limitOptions, policy.limit);
+      return Promise.all(valid.map((key) => consume(key, cost)));
     },
     async peek(key) {
       return run(validKey(key), 1, 'peek');
     },
     async reset(key) {
+      denied?.forget(validKey(key));
       await store.delete([storageKey(prefix, validKey(key), policy.keySuffix)]);
     },
   };

@@ -13,17 +13,24 @@ export interface Contender {
   readonly decide: Decide;
 }
 
-// Limits so high that the spread-out runs are always allowed, so that every contender does the
-// same work (count and write); a window long enough to outlast a run. The sliding log keeps one
-// member per request, so its limit is its maximum.
-const WINDOW_SECONDS = 60;
-const LIMIT = 1_000_000_000;
+/** How much each contender allows: `limit` per `windowSeconds` (buckets: `limit` tokens, refilled in that time). */
+export interface Quota {
+  readonly limit: number;
+  readonly windowSeconds: number;
+}
 
-/** sluice's algorithms, each as a policy allowing about LIMIT per window. */
-export const sluicePolicies: readonly { readonly name: string; policy(): Policy }[] = [
-  { name: 'fixedWindow', policy: () => fixedWindow({ limit: LIMIT, window: WINDOW_SECONDS * 1000 }) },
-  { name: 'slidingLog', policy: () => slidingLog({ limit: 10_000, window: WINDOW_SECONDS * 1000 }) },
-  { name: 'tokenBucket', policy: () => tokenBucket({ capacity: LIMIT, refillPerSecond: LIMIT / WINDOW_SECONDS }) },
+// For speed: so high that every call is admitted, so that all do the same work (count and write);
+// windows and refills slow enough that keys outlive a run. The sliding log keeps one member per
+// request, so its limit is its maximum.
+export const THROUGHPUT: Quota = { limit: 1_000_000_000, windowSeconds: 1_000_000_000 };
+// For memory: a typical API quota, so each key holds what it would in production.
+export const TYPICAL: Quota = { limit: 100, windowSeconds: 3600 };
+
+/** sluice's algorithms, each as a policy for a quota. */
+export const sluicePolicies: readonly { readonly name: string; policy(quota: Quota): Policy }[] = [
+  { name: 'fixedWindow', policy: ({ limit, windowSeconds }) => fixedWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }) },
+  { name: 'slidingLog', policy: ({ limit, windowSeconds }) => slidingLog({ limit: Math.min(limit, 10_000), window: Math.min(windowSeconds, 86_400) * 1000 }) },
+  { name: 'tokenBucket', policy: ({ limit, windowSeconds }) => tokenBucket({ capacity: limit, refillPerSecond: limit / windowSeconds }) },
 ];
 
 // rate-limiter-flexible rejects a denied consume() with its result object (not an Error): a
@@ -36,12 +43,14 @@ function settled(promise: Promise<unknown>): Promise<unknown> {
 }
 
 /** Every limiter deciding in Redis, on one ioredis client (auto-pipelined for all alike). */
-export function redisContenders(redis: Redis): Contender[] {
+export function redisContenders(redis: Redis, quota: Quota = THROUGHPUT): Contender[] {
+  const { limit, windowSeconds } = quota;
+  const window = Math.min(windowSeconds, 86_400);
   const sluice = sluicePolicies.map(({ name, policy }): Contender => {
-    const limiter = createLimiter({ store: redisStore(redis), policy: policy(), prefix: 'bench' });
+    const limiter = createLimiter({ store: redisStore(redis), policy: policy(quota), prefix: 'bench' });
     return { name: `sluice ${name}`, library: 'sluice', decide: (key) => limiter.limit(key) };
   });
-  const flexible = new RateLimiterRedis({ storeClient: redis, points: LIMIT, duration: WINDOW_SECONDS, keyPrefix: 'bench-rlf' });
+  const flexible = new RateLimiterRedis({ storeClient: redis, points: limit, duration: window, keyPrefix: 'bench-rlf' });
   const upstashClient = upstashRedis(redis);
   const upstash = (algorithm: string, limiter: ConstructorParameters<typeof Ratelimit>[0]['limiter']): Contender => {
     // timeout 0: no timer per call, upstash at its fastest; analytics stay off (the default).
@@ -51,9 +60,10 @@ export function redisContenders(redis: Redis): Contender[] {
   return [
     ...sluice,
     { name: 'rate-limiter-flexible RateLimiterRedis', library: 'rate-limiter-flexible', decide: (key) => settled(flexible.consume(key)) },
-    upstash('fixedWindow', Ratelimit.fixedWindow(LIMIT, `${WINDOW_SECONDS} s`)),
-    upstash('slidingWindow', Ratelimit.slidingWindow(LIMIT, `${WINDOW_SECONDS} s`)),
-    upstash('tokenBucket', Ratelimit.tokenBucket(LIMIT / WINDOW_SECONDS, '1 s', LIMIT)),
+    upstash('fixedWindow', Ratelimit.fixedWindow(limit, `${window} s`)),
+    upstash('slidingWindow', Ratelimit.slidingWindow(limit, `${window} s`)),
+    // Upstash refills a whole number of tokens per interval: `limit` per window, stepwise.
+    upstash('tokenBucket', Ratelimit.tokenBucket(limit, `${windowSeconds} s`, limit)),
   ];
 }
 
@@ -62,17 +72,20 @@ export function incrCeiling(redis: Redis): Contender {
   return { name: 'ioredis INCR', library: 'ioredis', decide: (key) => redis.incr(`bench-incr:${key}`) };
 }
 
-/** The yardstick for memory: one plain integer counter with a TTL per client. */
+/**
+ * The yardstick for memory: one plain integer counter with a TTL per client, under a key as long
+ * as sluice's (`bench:{<key>}:fw`), so that only what is stored differs.
+ */
 export function plainCounter(redis: Redis): Contender {
-  return { name: 'plain counter with TTL', library: 'ioredis', decide: (key) => redis.set(`bench-counter:${key}`, 1, 'PX', WINDOW_SECONDS * 1000) };
+  return { name: 'plain counter with TTL', library: 'ioredis', decide: (key) => redis.set(`bench:{${key}}:pc`, 1, 'PX', TYPICAL.windowSeconds * 1000) };
 }
 
 /** Every limiter deciding in this process. */
 export function inProcessContenders(): Contender[] {
   const sluice = sluicePolicies.map(({ name, policy }): Contender => {
-    const limiter = createLimiter({ store: memoryStore(), policy: policy(), prefix: 'bench' });
+    const limiter = createLimiter({ store: memoryStore(), policy: policy(THROUGHPUT), prefix: 'bench' });
     return { name: `sluice memoryStore ${name}`, library: 'sluice', decide: (key) => limiter.limit(key) };
   });
-  const flexible = new RateLimiterMemory({ points: LIMIT, duration: WINDOW_SECONDS });
+  const flexible = new RateLimiterMemory({ points: THROUGHPUT.limit, duration: 86_400 });
   return [...sluice, { name: 'rate-limiter-flexible RateLimiterMemory', library: 'rate-limiter-flexible', decide: (key) => settled(flexible.consume(key)) }];
 }

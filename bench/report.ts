@@ -94,8 +94,8 @@ export function renderMarkdown(report: BenchReport): string {
     }),
   );
   const memory = table(
-    ['contender', 'used_memory per client'],
-    report.bytesPerClient.map((b) => [b.name, `${b.bytes.toFixed(1)} B`]),
+    ['contender', 'used_memory per client', 'MEMORY USAGE per key'],
+    report.bytesPerClient.map((b) => [b.name, `${b.bytes.toFixed(1)} B`, `${b.memoryUsage.toFixed(1)} B`]),
   );
   const flexibleMemory = median(report.inProcess.find((m) => m.name === 'rate-limiter-flexible RateLimiterMemory')?.decisionsPerSecond ?? []);
   const inProcess = table(
@@ -144,7 +144,10 @@ ${latency}
 
 ## Redis memory per tracked client
 
-\`used_memory\` after one decision for each of ${whole(report.bytesPerClient[0]?.clients ?? 0)} keys minus before, in an empty database per contender.
+\`used_memory\` after two decisions (100 ms apart) for each of ${whole(report.bytesPerClient[0]?.clients ?? 0)} keys minus before, in an empty
+database per contender, for a typical quota (100 per hour). The plain counter is \`SET key 1 PX ...\` under a key
+as long as sluice's. \`MEMORY USAGE\` is the mean over up to 200 of the contender's keys: the keys alone, while
+\`used_memory\` also counts whatever else grew in Redis during those calls.
 
 ${memory}
 

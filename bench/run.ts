@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../src/cli/redis-server.js';
-import { inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
+import { TYPICAL, inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
 import { measure, measureInProcess, median, type Sample } from './measure.js';
 import { renderChart, renderMarkdown } from './report.js';
@@ -53,7 +53,7 @@ export interface BenchReport {
   readonly redis: readonly ContenderResult[];
   /** Ratios taken within each run (the contender over the reference, same scenario), then the median. */
   ratio(contender: string, reference: string, scenario: Scenario): number;
-  readonly bytesPerClient: readonly { readonly name: string; readonly bytes: number; readonly clients: number }[];
+  readonly bytesPerClient: readonly { readonly name: string; readonly bytes: number; readonly memoryUsage: number; readonly clients: number }[];
   readonly inProcess: readonly { readonly name: string; readonly decisionsPerSecond: readonly number[] }[];
   readonly flood: FloodResult;
   readonly targets: readonly Target[];
@@ -78,25 +78,37 @@ function sameScenario(a: Scenario, b: Scenario): boolean {
   return a.inFlight === b.inFlight && a.keys === b.keys;
 }
 
+// Lua's heap holds the garbage of past scripts until its collector runs, at no fixed time: SCRIPT
+// FLUSH empties it, so each reading counts the keys alone (scripts are loaded again on NOSCRIPT).
 async function usedMemory(redis: Redis): Promise<number> {
+  await redis.script('FLUSH');
   const info = await redis.info('memory');
   return Number(/used_memory:(\d+)/.exec(info)?.[1]);
 }
 
 /**
- * Redis `used_memory` per client: one decision for each of `clients` keys, on a database of its own
- * (an empty one, so each contender pays for growing the key tables alike), before minus after.
+ * Redis `used_memory` per client: two decisions for each of `clients` keys, 100 ms apart (so that a
+ * bucket holds a fraction of a token, as it would in use), on a database of its own (an empty one,
+ * so each contender pays for growing the key tables alike), before minus after.
  */
-async function bytesPerClient(url: string, db: number, pick: (redis: Redis) => Contender, clients: number): Promise<number> {
+export async function bytesPerClient(url: string, db: number, pick: (redis: Redis) => Contender, clients: number): Promise<{ perClient: number; perKey: number }> {
   const redis = new Redis(url, { db, enableAutoPipelining: true });
   try {
     const contender = pick(redis);
-    await contender.decide('warm-up'); // loads the script and opens the database before the first reading
+    // Loads the scripts (sluice's batch script too) and opens the database before the first reading.
+    await Promise.all([contender.decide('warm-up:1'), contender.decide('warm-up:2')]);
     const before = await usedMemory(redis);
     const keys = keysFor(clients);
-    for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(contender.decide));
-    await sleep(300); // lets Redis finish rehashing its key tables
-    return ((await usedMemory(redis)) - before) / clients;
+    for (const pass of [1, 2]) {
+      for (let i = 0; i < keys.length; i += 16) await Promise.all(keys.slice(i, i + 16).map(contender.decide));
+      await sleep(pass === 1 ? 100 : 300); // then lets Redis finish rehashing its key tables
+    }
+    const perClient = ((await usedMemory(redis)) - before) / clients;
+    // The keys alone, as MEMORY USAGE sees them (the database holds this contender's keys only).
+    const [, sample] = await redis.scan('0', 'COUNT', 200);
+    const usages = await Promise.all(sample.map((key) => redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')));
+    const perKey = usages.reduce<number>((sum, bytes) => sum + Number(bytes), 0) / Math.max(1, usages.length);
+    return { perClient, perKey };
   } finally {
     redis.disconnect();
   }
@@ -139,10 +151,11 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
 
     progress('Redis memory per tracked client');
     const clients = quick ? 500 : 10_000;
-    const memoryContenders = (client: Redis) => [plainCounter(client), ...redisContenders(client)];
+    const memoryContenders = (client: Redis) => [plainCounter(client), ...redisContenders(client, TYPICAL)];
     const bytes = [];
     for (const [i, contender] of memoryContenders(redis).entries()) {
-      bytes.push({ name: contender.name, clients, bytes: await bytesPerClient(url, i + 1, (client) => memoryContenders(client)[i] as Contender, clients) });
+      const { perClient, perKey } = await bytesPerClient(url, i + 1, (client) => memoryContenders(client)[i] as Contender, clients);
+      bytes.push({ name: contender.name, clients, bytes: perClient, memoryUsage: perKey });
     }
 
     const inProcessList = inProcessContenders();

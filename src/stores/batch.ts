@@ -32,7 +32,7 @@ end }
 local step = function(KEYS, ARGV, redis)
 ${script.lua}
 end
-local out = {}
+local out, n = {}, 0
 local k, a = 1, 1
 while a <= #ARGV do
   local count, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -40,12 +40,12 @@ while a <= #ARGV do
   for _ = 1, count do
     local ok, reply = pcall(step, {unpack(KEYS, k, k + nk - 1)}, args, once)
     if ok then
-      out[#out + 1] = 1
-      out[#out + 1] = #reply
-      for i = 1, #reply do out[#out + 1] = reply[i] end
+      out[n + 1], out[n + 2] = 1, #reply
+      for i = 1, #reply do out[n + 2 + i] = reply[i] end
+      n = n + 2 + #reply
     else
-      out[#out + 1] = 0
-      out[#out + 1] = type(reply) == 'table' and reply.err or tostring(reply)
+      out[n + 1], out[n + 2] = 0, type(reply) == 'table' and reply.err or tostring(reply)
+      n = n + 2
     end
     k = k + nk
   end

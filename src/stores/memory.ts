@@ -4,7 +4,7 @@ import { optionsObject, positiveInteger } from '../core/validate.js';
 import type { Store } from './store.js';
 
 export interface MemoryStoreOptions {
-  /** The most keys held; past it a key not used for the longest while is evicted. Default 100,000. */
+  /** The most keys held; past it one not used lately is evicted (nearly least recently used). Default 100,000. */
   maxKeys?: number;
   /** The clock, in ms since the epoch. Default Date.now; tests may pass a fake one. */
   now?: () => number;

@@ -1,12 +1,15 @@
 import type { Redis } from 'ioredis';
-import { createLimiter, fixedWindow, redisStore, type Decision } from '../src/index.js';
+import { createLimiter, fixedWindow, redisStore, type Decision, type Store } from '../src/index.js';
 
 export interface FloodResult {
   readonly calls: number;
   readonly inFlight: number;
-  /** EVALSHA calls Redis served during the flood, without and with the denied-key cache. */
+  /** Decisions sent to Redis during the flood, without and with the denied-key cache. */
   readonly callsWithout: number;
   readonly callsWith: number;
+  /** The EVALSHA commands that carried them (several decisions share one when batched). */
+  readonly commandsWithout: number;
+  readonly commandsWith: number;
   /** Whether both floods decided alike, call by call (allowed, limit, remaining). */
   readonly identical: boolean;
 }
@@ -19,9 +22,18 @@ async function scriptCalls(redis: Redis): Promise<number> {
 }
 
 /** `calls` requests on one key allowed 10 per hour, IN_FLIGHT at a time: what Redis sees. */
-async function flood(redis: Redis, calls: number, cached: boolean, prefix: string): Promise<{ decisions: Decision[]; redisCalls: number }> {
+async function flood(redis: Redis, calls: number, cached: boolean, prefix: string) {
+  const store = redisStore(redis);
+  let sent = 0;
+  const counting: Store = {
+    run: (...args) => {
+      sent++;
+      return store.run(...args);
+    },
+    delete: (keys) => store.delete(keys),
+  };
   const limiter = createLimiter({
-    store: redisStore(redis),
+    store: counting,
     policy: fixedWindow({ limit: 10, window: '1h' }),
     prefix,
     ...(cached ? { deniedCache: { maxKeys: 1000 } } : {}),
@@ -37,7 +49,7 @@ async function flood(redis: Redis, calls: number, cached: boolean, prefix: strin
   }
   await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
   // INFO itself is no EVALSHA, so the difference is the flood's alone (on a server only the bench uses).
-  return { decisions, redisCalls: (await scriptCalls(redis)) - before };
+  return { decisions, sent, commands: (await scriptCalls(redis)) - before };
 }
 
 /** The same flood from one client, once without and once with `deniedCache`, each on a fresh key. */
@@ -49,5 +61,13 @@ export async function deniedFlood(redis: Redis, calls: number): Promise<FloodRes
     const b = withCache.decisions[i];
     return b !== undefined && a.allowed === b.allowed && a.limit === b.limit && a.remaining === b.remaining;
   });
-  return { calls, inFlight: IN_FLIGHT, callsWithout: without.redisCalls, callsWith: withCache.redisCalls, identical };
+  return {
+    calls,
+    inFlight: IN_FLIGHT,
+    callsWithout: without.sent,
+    callsWith: withCache.sent,
+    commandsWithout: without.commands,
+    commandsWith: withCache.commands,
+    identical,
+  };
 }

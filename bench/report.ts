@@ -157,9 +157,9 @@ ${inProcess}
 
 ## A flood from one denied key
 
-${whole(f.calls)} calls, ${f.inFlight} in flight, on one key allowed 10 per hour, from a fresh key: Redis served
-${whole(f.callsWithout)} EVALSHA calls without \`deniedCache\` and ${whole(f.callsWith)} with it
-(${(f.callsWithout / f.callsWith).toFixed(1)}x fewer); the decisions were ${f.identical ? 'identical' : '**different**'} call by call
+${whole(f.calls)} calls, ${f.inFlight} in flight, on one key allowed 10 per hour, from a fresh key: ${whole(f.callsWithout)} decisions
+reached Redis without \`deniedCache\` (in ${whole(f.commandsWithout)} EVALSHA commands, batched) and ${whole(f.callsWith)} with it
+(in ${whole(f.commandsWith)}): ${(f.callsWithout / f.callsWith).toFixed(1)}x fewer. The decisions were ${f.identical ? 'identical' : '**different**'} call by call
 (allowed, limit, remaining). With the cache, only the calls sent before the first denial came back reach Redis,
 so the count with the cache grows with the calls in flight, not with the flood.
 

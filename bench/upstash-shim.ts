@@ -32,9 +32,5 @@ export function upstashRedis(redis: Redis) {
       localSha.set(sha1(script), sha1(runnable));
       return redis.eval(runnable, keys.length, ...keys, ...args);
     },
-    /** How many scripts were sent whole: one per script when Upstash's hashes are SHA1s of their text. */
-    get scriptsSent(): number {
-      return localSha.size;
-    },
   };
 }

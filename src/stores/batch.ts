@@ -21,6 +21,7 @@ export interface BatchScript {
  * the wrong type) fails alone: pcall keeps the others going, as separate calls would.
  * Args are sent once per group because Redis pays for every argument of a command: requests of
  * one limiter share them, which makes a batch about half as costly to run as with args per request.
+ * The requests of a group share their KEYS and ARGV tables too (scripts only read them).
  */
 function batchLua(script: Script): string {
   return `-- sluice batch of ${script.name}
@@ -36,9 +37,10 @@ local out, n = {}, 0
 local k, a = 1, 1
 while a <= #ARGV do
   local count, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local args = {unpack(ARGV, a + 3, a + 2 + na)}
+  local args, keys = {unpack(ARGV, a + 3, a + 2 + na)}, {}
   for _ = 1, count do
-    local ok, reply = pcall(step, {unpack(KEYS, k, k + nk - 1)}, args, once)
+    for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+    local ok, reply = pcall(step, keys, args, once)
     if ok then
       out[n + 1], out[n + 2] = 1, #reply
       for i = 1, #reply do out[n + 2 + i] = reply[i] end

@@ -224,7 +224,8 @@ function targets(report: BenchReport): Target[] {
   };
   const sluice = report.redis.filter((r) => r.library === 'sluice').map((r) => r.name);
   const list: Target[] = [];
-  const speedup: Record<string, number> = { 'sluice fixedWindow': 2, 'sluice tokenBucket': 1.5, 'sluice slidingLog': 1.5 };
+  // The issue's speed targets; an algorithm not listed is held to the strictest.
+  const speedup: Record<string, number> = { 'sluice fixedWindow': 2, 'sluice gcra': 2, 'sluice tokenBucket': 1.5, 'sluice slidingLog': 1.5, 'sluice slidingWindow': 1.5 };
   for (const name of sluice) {
     const wanted = speedup[name] ?? 2;
     const r = report.ratio(name, FLEXIBLE_REDIS, MAIN);
@@ -242,8 +243,16 @@ function targets(report: BenchReport): Target[] {
   }
   const bytes = (name: string) => report.bytesPerClient.find((b) => b.name === name)?.bytes ?? Number.NaN;
   const counter = bytes('plain counter with TTL');
-  list.push({ description: 'sluice fixedWindow: bytes per client <= a plain counter with a TTL', measured: `${bytes('sluice fixedWindow').toFixed(1)} B vs ${counter.toFixed(1)} B`, met: bytes('sluice fixedWindow') <= counter });
-  list.push({ description: 'sluice tokenBucket: bytes per client <= 130', measured: `${bytes('sluice tokenBucket').toFixed(1)} B`, met: bytes('sluice tokenBucket') <= 130 });
+  const memoryTargets: readonly [string, number, string][] = [
+    ['sluice fixedWindow', counter, `a plain counter with a TTL (${counter.toFixed(1)} B)`],
+    ['sluice gcra', counter, `a plain counter with a TTL (${counter.toFixed(1)} B)`],
+    ['sluice tokenBucket', 130, '130 B'],
+  ];
+  for (const [name, most, what] of memoryTargets) {
+    const measured = bytes(name);
+    const missing = report.bytesPerClient.every((b) => b.name !== name);
+    list.push({ description: `${name}: used_memory per client <= ${what}`, measured: missing ? 'not measured: not on this branch' : `${measured.toFixed(1)} B`, met: measured <= most });
+  }
   const memoryMedian = (name: string) => median(report.inProcess.find((m) => m.name === name)?.decisionsPerSecond ?? []);
   for (const entry of report.inProcess.filter((m) => m.name !== FLEXIBLE_MEMORY)) {
     const r = memoryMedian(entry.name) / memoryMedian(FLEXIBLE_MEMORY);
@@ -255,7 +264,9 @@ function targets(report: BenchReport): Target[] {
     measured: `${flood.callsWithout} vs ${flood.callsWith} decisions sent to Redis (${times(flood.callsWithout / flood.callsWith)}), decisions ${flood.identical ? 'identical' : 'DIFFERENT'}`,
     met: flood.callsWithout / flood.callsWith >= 50 && flood.identical,
   });
-  list.push({ description: 'gcra: >= 2x RateLimiterRedis and <= a plain counter per client', measured: 'not measured: sluice has no gcra on this branch', met: false });
+  if (!sluice.includes('sluice gcra')) {
+    list.push({ description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys', measured: 'not measured: not on this branch', met: false });
+  }
   return list;
 }
 

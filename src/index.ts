@@ -1,4 +1,5 @@
 export { createLimiter, type Limiter, type LimiterOptions, type LimitOptions } from './core/limiter.js';
+export type { DeniedCacheOptions } from './core/denied-cache.js';
 export type { Decision, Policy } from './core/types.js';
 export type { Duration } from './core/duration.js';
 export {

@@ -170,6 +170,7 @@ ${report.command}
 \`\`\`
 
 \`npm run bench -- --quick\` checks that everything runs (tiny counts); \`npm run bench -- --redis redis://host:port\`
-measures against another Redis (it writes keys under \`bench*\` prefixes and into databases 1-8 for the memory figures).
+measures against another standalone Redis: it writes keys under \`bench*\` prefixes, into databases 1-8 for the memory
+figures, and runs \`SCRIPT FLUSH\` before each memory reading, so never point it at a Redis in use.
 `;
 }

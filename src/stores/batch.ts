@@ -12,7 +12,7 @@ export interface BatchScript {
  * KEYS   every request's keys, request after request
  * ARGV   requests sharing their args come as one group: the group's number of requests, the
  *        number of keys of each, the number of args, then the args, once for all of them
- * reply  for each request: 1, the length of its reply, its reply; or 0 and an error message
+ * reply  for each request: the length of its reply, then its reply; or -1 and an error message
  *
  * Each request runs the script's own text, unchanged, as a function, and decides as if it had
  * been sent alone, after the requests before it in the batch. Its `redis` answers TIME with the
@@ -42,11 +42,11 @@ while a <= #ARGV do
     for i = 1, nk do keys[i] = KEYS[k + i - 1] end
     local ok, reply = pcall(step, keys, args, once)
     if ok then
-      out[n + 1], out[n + 2] = 1, #reply
-      for i = 1, #reply do out[n + 2 + i] = reply[i] end
-      n = n + 2 + #reply
+      out[n + 1] = #reply
+      for i = 1, #reply do out[n + 1 + i] = reply[i] end
+      n = n + 1 + #reply
     else
-      out[n + 1], out[n + 2] = 0, type(reply) == 'table' and reply.err or tostring(reply)
+      out[n + 1], out[n + 2] = -1, type(reply) == 'table' and reply.err or tostring(reply)
       n = n + 2
     end
     k = k + nk
@@ -107,13 +107,12 @@ export function settle(requests: readonly Request[], raw: unknown, error: (messa
   const flat = Array.isArray(raw) ? (raw as unknown[]) : [];
   let at = 0;
   for (const [index, request] of requests.entries()) {
-    const ok = flat[at];
-    const next = flat[at + 1];
-    if (ok === 1 && typeof next === 'number') {
-      request.resolve(flat.slice(at + 2, at + 2 + next));
-      at += 2 + next;
-    } else if (ok === 0) {
-      request.reject(error(String(next)));
+    const length = flat[at];
+    if (typeof length === 'number' && length >= 0) {
+      request.resolve(flat.slice(at + 1, at + 1 + length));
+      at += 1 + length;
+    } else if (length === -1) {
+      request.reject(error(String(flat[at + 1])));
       at += 2;
     } else {
       // Past a malformed part nothing can be attributed to a request: all the rest fail.

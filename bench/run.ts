@@ -133,11 +133,14 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     let step = 0;
     for (const contender of contenders) await measure(contender.decide, keysFor(10_000), 64, runMs / 4); // warm-up: scripts, JIT
     // Round by round, each scenario measures every contender back to back, so that the ratios of
-    // one round compare contenders under the same load from the other users of the machine.
+    // one round compare contenders under the same load from the other users of the machine. Each
+    // round starts with another contender, so that going first (or after a given one) favours no one.
     for (let run = 0; run < runs; run++) {
       for (const [s, scenario] of SCENARIOS.entries()) {
         const keys = keysFor(scenario.keys);
-        for (const [c, contender] of contenders.entries()) {
+        for (let turn = 0; turn < contenders.length; turn++) {
+          const c = (turn + run) % contenders.length;
+          const contender = contenders[c] as Contender;
           progress(`[${++step}/${total}] run ${run + 1}: ${contender.name}, ${scenario.inFlight} in flight, ${scenario.keys} key(s)`);
           samples[c]?.[s]?.push(await measure(contender.decide, keys, scenario.inFlight, runMs));
         }
@@ -161,7 +164,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     const inProcessList = inProcessContenders();
     const inProcess = inProcessList.map((contender) => ({ name: contender.name, decisionsPerSecond: [] as number[] }));
     for (let run = 0; run < runs; run++) {
-      for (const [i, contender] of inProcessList.entries()) {
+      for (let turn = 0; turn < inProcessList.length; turn++) {
+        const i = (turn + run) % inProcessList.length;
+        const contender = inProcessList[i] as Contender;
         progress(`in process, run ${run + 1}: ${contender.name}`);
         inProcess[i]?.decisionsPerSecond.push(await measureInProcess(contender.decide, keysFor(10_000), runMs));
       }

@@ -1,5 +1,10 @@
 import { performance } from 'node:perf_hooks';
 
+/** The client keys of a load: one hot key, or `count` distinct ones. */
+export function keysFor(count: number): string[] {
+  return count === 1 ? ['hot'] : Array.from({ length: count }, (_, i) => `user:${i}`);
+}
+
 /** What one contender did in one timed run. */
 export interface Sample {
   readonly decisionsPerSecond: number;

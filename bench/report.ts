@@ -103,6 +103,7 @@ export function renderMarkdown(report: BenchReport): string {
     report.inProcess.map((m) => [m.name, `${whole(median(m.decisionsPerSecond))} (±${(spreadPercent(m.decisionsPerSecond) / 2).toFixed(0)}%)`, `${(median(m.decisionsPerSecond) / flexibleMemory).toFixed(2)}x`]),
   );
   const f = report.flood;
+  const r = report.many;
   const targets = table(
     ['target', 'measured', 'result'],
     report.targets.map((t) => [t.description, t.measured, t.met ? 'met' : '**missed**']),
@@ -154,6 +155,12 @@ ${memory}
 ## In process (10,000 keys, one call at a time)
 
 ${inProcess}
+
+## limitMany
+
+sluice fixedWindow, \`limitMany\` of ${r.size} keys, one call in flight at a time: ${whole(median(r.decisionsPerSecond))} decisions/s
+(±${(spreadPercent(r.decisionsPerSecond) / 2).toFixed(0)}%), p50 ${r.p50ManyMs.toFixed(3)} ms per call of ${r.size} keys, against
+p50 ${r.p50OneMs.toFixed(3)} ms for one \`limit()\` of one key: the ${r.size} decisions share one round trip and one EVALSHA.
 
 ## A flood from one denied key
 

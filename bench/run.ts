@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../src/cli/redis-server.js';
 import { TYPICAL, inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
-import { measure, measureInProcess, median, type Sample } from './measure.js';
+import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
+import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
 
 export interface BenchOptions {
@@ -55,6 +56,7 @@ export interface BenchReport {
   ratio(contender: string, reference: string, scenario: Scenario): number;
   readonly bytesPerClient: readonly { readonly name: string; readonly bytes: number; readonly memoryUsage: number; readonly clients: number }[];
   readonly inProcess: readonly { readonly name: string; readonly decisionsPerSecond: readonly number[] }[];
+  readonly many: ManyResult;
   readonly flood: FloodResult;
   readonly targets: readonly Target[];
 }
@@ -69,10 +71,6 @@ const MAIN: Scenario = { inFlight: 256, keys: 10_000 };
 const FLEXIBLE_REDIS = 'rate-limiter-flexible RateLimiterRedis';
 const FLEXIBLE_MEMORY = 'rate-limiter-flexible RateLimiterMemory';
 const INCR = 'ioredis INCR';
-
-function keysFor(count: number): string[] {
-  return count === 1 ? ['hot'] : Array.from({ length: count }, (_, i) => `user:${i}`);
-}
 
 function sameScenario(a: Scenario, b: Scenario): boolean {
   return a.inFlight === b.inFlight && a.keys === b.keys;
@@ -172,6 +170,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       }
     }
 
+    progress('limitMany');
+    const many = await limitManyRuns(redis, runs, runMs);
+
     progress('a flood from one denied key');
     const flood = await deniedFlood(redis, quick ? 2_000 : 20_000);
 
@@ -200,6 +201,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       ratio,
       bytesPerClient: bytes,
       inProcess,
+      many,
       flood,
       targets: [],
     };

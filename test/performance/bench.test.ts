@@ -20,10 +20,11 @@ it('npm run bench works end to end in quick mode and writes its report and chart
       for (const samples of result.samples) assert.ok(samples.length === 1 && (samples[0]?.decisionsPerSecond ?? 0) > 0, result.name);
     }
     assert.equal(report.flood.identical, true);
+    assert.ok(report.many.decisionsPerSecond.length === 1 && (report.many.decisionsPerSecond[0] ?? 0) > 0);
     assert.ok(report.flood.callsWith < report.flood.callsWithout);
     assert.ok(progress.length > report.redis.length * report.scenarios.length);
     const markdown = await readFile(join(outputDir, 'benchmarks.md'), 'utf8');
-    for (const heading of ['## Targets', '## Decisions per second (Redis)', '## Redis memory per tracked client', '## Reproduce']) assert.ok(markdown.includes(heading), heading);
+    for (const heading of ['## Targets', '## Decisions per second (Redis)', '## Redis memory per tracked client', '## limitMany', '## Reproduce']) assert.ok(markdown.includes(heading), heading);
     assert.ok(markdown.includes('npm ci && npm run bench'));
     const chart = await readFile(join(outputDir, 'benchmarks.svg'), 'utf8');
     assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
+import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
 import { scriptArgs, scriptFor, type Call, type Op } from './script.js';
@@ -19,6 +20,8 @@ export interface LimiterOptions extends FailureOptions {
   shadow?: boolean;
   /** The penalty box: after `after` denials in a row, block the key for `block`. */
   penalty?: { after: number; block: Duration };
+  /** Answers from memory, without the store, cost-1 requests certain to be denied (see docs/performance.md). */
+  deniedCache?: DeniedCacheOptions;
 }
 
 export interface LimitOptions {
@@ -52,6 +55,8 @@ export interface Limiter {
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
   peek(key: string, options?: Pick<LimitOptions, 'policy'>): Promise<Decision>;
+  /** Decides several keys at once: every request is sent before any answer is awaited. */
+  limitMany(keys: readonly string[], options?: LimitOptions): Promise<Decision[]>;
   /** Forgets this key's state, blocks included. */
   reset(key: string): Promise<void>;
   /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
@@ -136,6 +141,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   if (o.shadow !== undefined && typeof o.shadow !== 'boolean') throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
   const guard = failureGuard(o);
+  // A concurrency slot can be released at any moment, so its denials cannot be cached.
+  const denied = o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency') ? undefined : new DeniedCache(o.deniedCache);
   let penalty = { strikes: 0, blockMs: 0 };
   if (o.penalty !== undefined) {
     const p = optionsObject('penalty', o.penalty);
@@ -167,12 +174,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (leases !== list.some((p) => p.algorithm === 'concurrency')) {
       throw new WrongMethodError(leases ? 'acquire() needs a concurrency policy' : 'a concurrency policy takes slots with acquire(), which returns a lease to release');
     }
+    // Only the limiter's own policies, at cost 1, go through the denied-key cache.
+    const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
+    const cached = cache?.lookup(k);
     let reply: Reply | undefined;
-    const decision = await guard.decide(
-      list,
-      async () => decide((reply = await run(k, list, 'limit', cost)), list),
-      (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
-    );
+    const sentAt = cache?.now() ?? 0;
+    const decision =
+      cached ??
+      (await guard.decide(
+        list,
+        async () => decide((reply = await run(k, list, 'limit', cost)), list),
+        (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
+      ));
+    if (cache && !cached) cache.learn(k, decision, sentAt);
     if (!shadow) return { decision, reply, list, cost };
     return { decision: { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed }, reply, list, cost };
   }
@@ -184,24 +198,33 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async limit(key, limitOptions) {
       return (await consume(key, limitOptions, false)).decision;
     },
+    async limitMany(keys, limitOptions) {
+      if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
+      // Every key is checked before anything is sent, so a bad key counts nothing.
+      keys.forEach(validKey);
+      return Promise.all(keys.map((key) => limiter.limit(key, limitOptions)));
+    },
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
       return guard.decide(list, async () => decide(await run(k, list, 'peek'), list), (fallback) => fallback.peek(k));
     },
     async reset(key) {
-      const keys = keysOf(validKey(key), policies);
-      await guard.settle(() => store.delete(keys));
+      const k = validKey(key);
+      denied?.forget(k);
+      await guard.settle(() => store.delete(keysOf(k, policies)));
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(refundOptions).policy);
       if (!Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+      denied?.forget(k);
       return (await guard.settle(() => run(k, list, 'refund', cost)))[0] === 1;
     },
     async block(key, duration) {
       const k = validKey(key);
       const ms = parseDuration('duration', duration, 1, InvalidArgumentError);
+      denied?.forget(k);
       await guard.settle(() => run(k, policies, 'block', 1, ms));
     },
     async waitFor(key, waitOptions) {

@@ -1,5 +1,7 @@
 import { InvalidOptionError, StoreError, toStoreError } from '../core/errors.js';
 import type { Reply, Script } from '../core/types.js';
+import { batchArguments, batchScript, settle, type Request } from './batch.js';
+import { hashSlot } from './slot.js';
 import type { Store } from './store.js';
 
 /**
@@ -57,6 +59,15 @@ function scriptClient(client: unknown): ScriptClient {
   throw new InvalidOptionError('client', client, 'an ioredis client (Redis or Cluster) or a node-redis client (createClient or createCluster)');
 }
 
+// Cluster clients say so publicly: ioredis with `isCluster`, node-redis with its slot lookup.
+function isCluster(client: unknown): boolean {
+  return (client as { isCluster?: unknown }).isCluster === true || hasMethods(client, 'getSlotMaster');
+}
+
+// Enough to amortise a round trip many times over while keeping one script run short (Redis
+// serves nobody else while a script runs).
+const MAX_BATCH = 256;
+
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
@@ -67,22 +78,69 @@ function toReply(raw: unknown, script: Script): Reply {
 }
 
 /**
- * State in Redis: each decision is one EVALSHA of the algorithm's script. The script is sent whole
- * (EVAL, which also caches it) only when Redis answers NOSCRIPT: after a restart, a failover or
- * SCRIPT FLUSH, or on a cluster node that has not seen it yet.
+ * State in Redis: each decision is one run of the algorithm's script, by EVALSHA. The script is
+ * sent whole (EVAL, which also caches it) only when Redis answers NOSCRIPT: after a restart, a
+ * failover or SCRIPT FLUSH, or on a cluster node that has not seen it yet.
+ *
+ * Decisions asked for in the same tick of the event loop (concurrent requests, limitMany) go out
+ * together: one EVALSHA of a batch script runs each of them in turn, as if sent alone, so a busy
+ * server pays one command per batch instead of one per decision. On a cluster a batch only holds
+ * keys of one slot, so it runs on the node that owns them; a lone decision is sent as it is.
  */
 export function redisStore(client: RedisClient): Store {
   const redis = scriptClient(client);
+  const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
+  let queued = new Map<Script, Map<number, Request[]>>();
+
+  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly string[]) {
+    try {
+      return await redis.evalsha(script.sha, keys, args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return redis.eval(script.lua, keys, args);
+    }
+  }
+
+  function send(script: Script, requests: readonly Request[]): void {
+    const [first] = requests;
+    if (requests.length === 1 && first) {
+      evaluate(script, first.keys, first.args).then(first.resolve, first.reject);
+      return;
+    }
+    const { keys, args, order } = batchArguments(requests);
+    evaluate(batchScript(script), keys, args).then(
+      (raw) => settle(order, raw, (message) => new StoreError(message)),
+      (error: unknown) => requests.forEach((request) => request.reject(error)),
+    );
+  }
+
+  function flush(): void {
+    const batches = queued;
+    queued = new Map();
+    for (const [script, groups] of batches) {
+      for (const requests of groups.values()) {
+        for (let i = 0; i < requests.length; i += MAX_BATCH) send(script, requests.slice(i, i + MAX_BATCH));
+      }
+    }
+  }
+
+  function enqueue(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      if (queued.size === 0) process.nextTick(flush);
+      let groups = queued.get(script);
+      if (groups === undefined) queued.set(script, (groups = new Map()));
+      const group = groupOf(keys);
+      const requests = groups.get(group);
+      const request = { keys, args, resolve, reject };
+      if (requests === undefined) groups.set(group, [request]);
+      else requests.push(request);
+    });
+  }
+
   return {
     async run(script, keys, args) {
-      const argv = args.map(String);
       try {
-        try {
-          return toReply(await redis.evalsha(script.sha, keys, argv), script);
-        } catch (error) {
-          if (!isNoScript(error)) throw error;
-          return toReply(await redis.eval(script.lua, keys, argv), script);
-        }
+        return toReply(await enqueue(script, keys, args.map(String)), script);
       } catch (error) {
         throw toStoreError(error);
       }

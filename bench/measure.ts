@@ -1,0 +1,89 @@
+import { performance } from 'node:perf_hooks';
+
+/** The client keys of a load: one hot key, or `count` distinct ones. */
+export function keysFor(count: number): string[] {
+  return count === 1 ? ['hot'] : Array.from({ length: count }, (_, i) => `user:${i}`);
+}
+
+/** What one contender did in one timed run. */
+export interface Sample {
+  readonly decisionsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+/** One decision: resolves when the contender has answered (allowed or denied alike). */
+export type Decide = (key: string) => Promise<unknown>;
+
+// Enough room for every latency of a run; past it the oldest are overwritten (a ring), which keeps
+// the percentiles of a long run honest without allocating while measuring.
+const LATENCY_SLOTS = 1 << 20;
+const latencies = new Float64Array(LATENCY_SLOTS);
+
+function percentile(sorted: Float64Array, fraction: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))] ?? 0;
+}
+
+/**
+ * Closed loop: `inFlight` workers each await one decision, then start the next, until `durationMs`
+ * has passed. Keys are taken in turn from `keys`, so every key sees the same load.
+ */
+export async function measure(decide: Decide, keys: readonly string[], inFlight: number, durationMs: number): Promise<Sample> {
+  let next = 0;
+  let done = 0;
+  const start = performance.now();
+  const deadline = start + durationMs;
+  async function worker(): Promise<void> {
+    for (;;) {
+      const began = performance.now();
+      if (began >= deadline) return;
+      const key = keys[next++ % keys.length] as string;
+      await decide(key);
+      latencies[done++ % LATENCY_SLOTS] = performance.now() - began;
+    }
+  }
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  const elapsedMs = performance.now() - start;
+  const sorted = latencies.slice(0, Math.min(done, LATENCY_SLOTS)).sort();
+  return {
+    decisionsPerSecond: (done * 1000) / elapsedMs,
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+  };
+}
+
+/**
+ * In-process stores answer without I/O: a tight loop of awaited decisions, one at a time, checking
+ * the clock only every `batch` decisions so that reading it costs nothing measurable.
+ */
+export async function measureInProcess(decide: Decide, keys: readonly string[], durationMs: number): Promise<number> {
+  const batch = 1000;
+  let done = 0;
+  let next = 0;
+  const start = performance.now();
+  const deadline = start + durationMs;
+  while (performance.now() < deadline) {
+    for (let i = 0; i < batch; i++) {
+      await decide(keys[next++ % keys.length] as string);
+    }
+    done += batch;
+  }
+  return (done * 1000) / (performance.now() - start);
+}
+
+/** The middle value; for an even count, the mean of the two middle ones. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  if (sorted.length === 0) return 0;
+  if (sorted.length % 2 === 1) return sorted[middle] as number;
+  return ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/** (max - min) / median, in percent: how much the runs disagreed. */
+export function spreadPercent(values: readonly number[]): number {
+  const m = median(values);
+  if (values.length < 2 || m === 0) return 0;
+  return ((Math.max(...values) - Math.min(...values)) / m) * 100;
+}

@@ -1,0 +1,124 @@
+import { createHash } from 'node:crypto';
+import type { Script } from '../core/types.js';
+
+/** A script that runs another script once per request, in one EVALSHA. */
+export interface BatchScript {
+  readonly name: string;
+  readonly lua: string;
+  readonly sha: string;
+}
+
+/*
+ * KEYS   every request's keys, request after request
+ * ARGV   requests sharing their args come as one group: the group's number of requests, the
+ *        number of keys of each, the number of args, then the args, once for all of them
+ * reply  for each request: the length of its reply, then its reply; or -1 and an error message
+ *
+ * Each request runs the script's own text, unchanged, as a function, and decides as if it had
+ * been sent alone, after the requests before it in the batch. Its `redis` answers TIME with the
+ * batch's one reading (the whole batch runs at one instant anyway, atomically) and passes every
+ * other command through: one Redis call fewer per decision. A request that fails (say, a key of
+ * the wrong type) fails alone: pcall keeps the others going, as separate calls would.
+ * Args are sent once per group because Redis pays for every argument of a command: requests of
+ * one limiter share them, which makes a batch about half as costly to run as with args per request.
+ * The requests of a group share their KEYS and ARGV tables too (scripts only read them).
+ */
+function batchLua(script: Script): string {
+  return `-- sluice batch of ${script.name}
+local server, time = redis, redis.call('TIME')
+local once = { call = function(command, ...)
+  if command == 'TIME' then return time end
+  return server.call(command, ...)
+end }
+local step = function(KEYS, ARGV, redis)
+${script.lua}
+end
+local out, n = {}, 0
+local k, a = 1, 1
+while a <= #ARGV do
+  local count, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local args, keys = {unpack(ARGV, a + 3, a + 2 + na)}, {}
+  for _ = 1, count do
+    for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+    local ok, reply = pcall(step, keys, args, once)
+    if ok then
+      out[n + 1] = #reply
+      for i = 1, #reply do out[n + 1 + i] = reply[i] end
+      n = n + 1 + #reply
+    else
+      out[n + 1], out[n + 2] = -1, type(reply) == 'table' and reply.err or tostring(reply)
+      n = n + 2
+    end
+    k = k + nk
+  end
+  a = a + 3 + na
+end
+return out
+`;
+}
+
+const batchScripts = new WeakMap<Script, BatchScript>();
+
+/** The batch form of a script, built once per script. */
+export function batchScript(script: Script): BatchScript {
+  let batch = batchScripts.get(script);
+  if (batch === undefined) {
+    const lua = batchLua(script);
+    batch = { name: `batch of ${script.name}`, lua, sha: createHash('sha1').update(lua).digest('hex') };
+    batchScripts.set(script, batch);
+  }
+  return batch;
+}
+
+/** One request waiting for its batch. */
+export interface Request {
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  resolve(reply: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** A batch as the batch script reads it, and its requests in the order it runs (and replies to) them. */
+export function batchArguments(requests: readonly Request[]): { keys: string[]; args: string[]; order: Request[] } {
+  const groups = new Map<string, Request[]>();
+  for (const request of requests) {
+    const signature = `${request.keys.length} ${request.args.join(' ')}`;
+    const group = groups.get(signature);
+    if (group === undefined) groups.set(signature, [request]);
+    else group.push(request);
+  }
+  const keys: string[] = [];
+  const args: string[] = [];
+  const order: Request[] = [];
+  for (const group of groups.values()) {
+    const [first] = group;
+    if (first === undefined) continue;
+    args.push(String(group.length), String(first.keys.length), String(first.args.length), ...first.args);
+    for (const request of group) {
+      keys.push(...request.keys);
+      order.push(request);
+    }
+  }
+  return { keys, args, order };
+}
+
+/** Hands each request (in the batch's order) its own part of the batch script's reply: its reply, or its error. */
+export function settle(requests: readonly Request[], raw: unknown, error: (message: string) => Error): void {
+  const flat = Array.isArray(raw) ? (raw as unknown[]) : [];
+  let at = 0;
+  for (const [index, request] of requests.entries()) {
+    const length = flat[at];
+    if (typeof length === 'number' && length >= 0) {
+      request.resolve(flat.slice(at + 1, at + 1 + length));
+      at += 1 + length;
+    } else if (length === -1) {
+      request.reject(error(String(flat[at + 1])));
+      at += 2;
+    } else {
+      // Past a malformed part nothing can be attributed to a request: all the rest fail.
+      const failure = error(`the batch script replied ${JSON.stringify(raw)}`);
+      for (const rest of requests.slice(index)) rest.reject(failure);
+      return;
+    }
+  }
+}

@@ -1,11 +1,12 @@
 import { parseArgs } from 'node:util';
 import { SluiceError } from '../core/errors.js';
 import { EXIT, RedisRequiredError, UsageError, type CliIo, type Command } from './command.js';
+import { bench } from './commands/bench.js';
 import { demo } from './commands/demo.js';
 import { inspect } from './commands/inspect.js';
 import { reset } from './commands/reset.js';
 
-const COMMANDS: readonly Command[] = [demo, inspect, reset];
+const COMMANDS: readonly Command[] = [demo, inspect, reset, bench];
 
 const HELP = `Usage: sluice <command> [options]
 

@@ -134,7 +134,7 @@ describe('sluice usage and failures', () => {
     const top = await sluice(['--help']);
     assert.equal(top.code, 0);
     assert.match(top.out.join('\n'), /Exit codes: 0 done, 1 failed/);
-    for (const command of ['demo', 'inspect', 'reset']) {
+    for (const command of ['demo', 'inspect', 'reset', 'bench']) {
       for (const flag of ['--help', '-h']) {
         const run = await sluice([command, flag]);
         assert.equal(run.code, 0);

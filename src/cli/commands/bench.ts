@@ -1,0 +1,52 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { EXIT, REDIS_HELP, UsageError, redisOption, type Command } from '../command.js';
+
+/** The root of a sluice repository clone above this file, where bench/ and the peers live. */
+function repositoryRoot(): string | undefined {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json');
+    if (!existsSync(manifest)) continue;
+    const { name } = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string };
+    return name === 'sluice' && existsSync(join(dir, 'bench', 'run.ts')) ? dir : undefined;
+  }
+  return undefined;
+}
+
+export const bench: Command = {
+  name: 'bench',
+  summary: 'run the benchmark suite against the peers and write docs/benchmarks.md',
+  help: `Usage: sluice bench [options]
+
+Runs the benchmark suite (npm run bench): sluice's algorithms beside rate-limiter-flexible,
+@upstash/ratelimit and ioredis's INCR ceiling, against a redis-server it starts itself, with a
+progress line; prints the ratios and writes docs/benchmarks.md and docs/benchmarks.svg.
+It runs from a clone of the sluice repository after npm ci, where the peers are installed.
+
+Options:
+  --quick            small counts: checks that everything runs, measures nothing worth quoting
+  ${REDIS_HELP.replace('(default: $REDIS_URL)', '(default: a private redis-server; flushes it)')}
+  -h, --help         show this help
+
+Examples:
+  sluice bench
+  sluice bench --quick`,
+  options: { quick: { type: 'boolean' }, ...redisOption },
+  async run(parsed) {
+    const root = repositoryRoot();
+    if (root === undefined) {
+      throw new UsageError('sluice bench: runs from a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)');
+    }
+    const args = ['--import', 'tsx', join('bench', 'run.ts')];
+    if (parsed.values.quick === true) args.push('--quick');
+    if (typeof parsed.values.redis === 'string') args.push('--redis', parsed.values.redis);
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
+      child.once('error', reject);
+      child.once('exit', resolve);
+    });
+    return code === 0 ? EXIT.ok : EXIT.failed;
+  },
+};

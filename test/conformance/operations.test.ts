@@ -18,7 +18,7 @@ import { algorithms } from '../support/algorithms.js';
 import { keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 
 const HOUR = 3_600_000;
-const harness = useRedis();
+const harness = useRedis({ cluster: true });
 
 function limiterOn(storeCase: StoreCase, options: Omit<LimiterOptions, 'store'>) {
   // Operations are tested, not the failure policy: on a busy machine a slow reply is still a reply.

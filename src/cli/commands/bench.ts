@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { EXIT, REDIS_HELP, UsageError, redisOption, type Command } from '../command.js';
 
-/** The root of a sluice repository clone above this file, where bench/ and the peers live. */
+/** The root of the sluice repository clone we are in, where bench/ and the peers live. */
 function repositoryRoot(): string | undefined {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+  for (let dir = process.cwd(); dir !== dirname(dir); dir = dirname(dir)) {
     const manifest = join(dir, 'package.json');
     if (!existsSync(manifest)) continue;
     const { name } = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string };
@@ -23,7 +22,7 @@ export const bench: Command = {
 Runs the benchmark suite (npm run bench): sluice's algorithms beside rate-limiter-flexible,
 @upstash/ratelimit and ioredis's INCR ceiling, against a redis-server it starts itself, with a
 progress line; prints the ratios and writes docs/benchmarks.md and docs/benchmarks.svg.
-It runs from a clone of the sluice repository after npm ci, where the peers are installed.
+Run it inside a clone of the sluice repository after npm ci, where the peers are installed.
 
 Options:
   --quick            small counts: checks that everything runs, measures nothing worth quoting
@@ -37,7 +36,7 @@ Examples:
   async run(parsed) {
     const root = repositoryRoot();
     if (root === undefined) {
-      throw new UsageError('sluice bench: runs from a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)');
+      throw new UsageError('sluice bench: run it inside a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)');
     }
     const args = ['--import', 'tsx', join('bench', 'run.ts')];
     if (parsed.values.quick === true) args.push('--quick');

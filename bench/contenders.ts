@@ -1,7 +1,7 @@
 import { Ratelimit } from '@upstash/ratelimit';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import { createLimiter, fixedWindow, memoryStore, redisStore, slidingLog, tokenBucket, type Policy } from '../src/index.js';
+import { createLimiter, fixedWindow, gcra, memoryStore, redisStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../src/index.js';
 import type { Decide } from './measure.js';
 import { upstashRedis } from './upstash-shim.js';
 
@@ -31,6 +31,8 @@ export const sluicePolicies: readonly { readonly name: string; policy(quota: Quo
   { name: 'fixedWindow', policy: ({ limit, windowSeconds }) => fixedWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }) },
   { name: 'slidingLog', policy: ({ limit, windowSeconds }) => slidingLog({ limit: Math.min(limit, 10_000), window: Math.min(windowSeconds, 86_400) * 1000 }) },
   { name: 'tokenBucket', policy: ({ limit, windowSeconds }) => tokenBucket({ capacity: limit, refillPerSecond: limit / windowSeconds }) },
+  { name: 'gcra', policy: ({ limit, windowSeconds }) => gcra({ limit, period: windowSeconds * 1000 }) },
+  { name: 'slidingWindow', policy: ({ limit, windowSeconds }) => slidingWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }) },
 ];
 
 // rate-limiter-flexible rejects a denied consume() with its result object (not an Error): a

@@ -5,7 +5,7 @@ import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongM
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { storageKey, validKey, validPrefix } from './keys.js';
-import { scriptArgs, scriptFor, type Call, type Op } from './script.js';
+import { compiled, scriptArgs, scriptFor, type Call, type Op } from './script.js';
 import type { Decision, Policy, PolicyDecision, Reply } from './types.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
@@ -159,7 +159,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   function run(key: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
     const call: Call = { op, cost, target, ms, penalty, policies: list };
-    return store.run(scriptFor(list.map((p) => p.kind)), keysOf(key, list), scriptArgs(call));
+    return store.run(compiled(list).script, keysOf(key, list), scriptArgs(call));
   }
 
   function policiesFor(value: unknown): readonly Policy[] {

@@ -94,11 +94,30 @@ end
 return reply
 `;
 
+/** What a list of policies always sends: its script, and the policies' part of ARGV. */
+interface Compiled {
+  readonly script: Script;
+  readonly policyArgs: readonly Arg[];
+}
+
+// Keyed by the list itself: a limiter's own list is built once, so its calls find it here.
+const compiledLists = new WeakMap<Call['policies'], Compiled>();
+
+/** The script and the policies' ARGV for a list of policies, built once per list. */
+export function compiled(policies: Call['policies']): Compiled {
+  let found = compiledLists.get(policies);
+  if (!found) {
+    const policyArgs: Arg[] = [];
+    for (const { kind, params } of policies) policyArgs.push(kind.id, params.length, ...params);
+    found = { script: scriptFor(policies.map((p) => p.kind)), policyArgs };
+    compiledLists.set(policies, found);
+  }
+  return found;
+}
+
 /** ARGV for a call, in the driver's layout. */
 export function scriptArgs(call: Call): Arg[] {
-  const args: Arg[] = [call.op, call.cost, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, call.policies.length];
-  for (const { kind, params } of call.policies) args.push(kind.id, params.length, ...params);
-  return args;
+  return [call.op, call.cost, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, call.policies.length, ...compiled(call.policies).policyArgs];
 }
 
 function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
@@ -184,8 +203,10 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const name = unique.map((a) => a.id).join('+');
   let script = scripts.get(name);
   if (!script) {
-    const lua = `-- sluice: ${name}\nlocal ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${DRIVER.trim()}\n`;
-    script = { name, lua, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };
+    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n`;
+    const body = `${DRIVER.trim()}\n`;
+    const lua = `-- sluice: ${name}\n${setup}${body}`;
+    script = { name, lua, setup, body, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };
     scripts.set(name, script);
   }
   return script;

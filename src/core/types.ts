@@ -73,7 +73,12 @@ export type Arg = string | number;
  */
 export interface Script {
   readonly name: string;
+  /** The whole script: `setup`, then `body`. */
   readonly lua: string;
+  /** Definitions the body uses (the algorithms' functions): a batch runs them once, not per request. */
+  readonly setup: string;
+  /** What runs per request, reading KEYS and ARGV and calling `redis`. */
+  readonly body: string;
   /** SHA1 of `lua`, for EVALSHA. */
   readonly sha: string;
   twin(now: number, entries: readonly (Entry<unknown> | undefined)[], args: readonly Arg[]): {

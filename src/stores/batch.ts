@@ -14,8 +14,8 @@ export interface BatchScript {
  *        number of keys of each, the number of args, then the args, once for all of them
  * reply  for each request: the length of its reply, then its reply; or -1 and an error message
  *
- * Each request runs the script's own text, unchanged, as a function, and decides as if it had
- * been sent alone, after the requests before it in the batch. Its `redis` answers TIME with the
+ * The script's setup (its algorithms' functions) runs once; each request runs the script's body,
+ * unchanged, as a function, and decides as if it had been sent alone, after the requests before it in the batch. Its `redis` answers TIME with the
  * batch's one reading (the whole batch runs at one instant anyway, atomically) and passes every
  * other command through: one Redis call fewer per decision. A request that fails (say, a key of
  * the wrong type) fails alone: pcall keeps the others going, as separate calls would.
@@ -30,8 +30,9 @@ local once = { call = function(command, ...)
   if command == 'TIME' then return time end
   return server.call(command, ...)
 end }
+${script.setup}
 local step = function(KEYS, ARGV, redis)
-${script.lua}
+${script.body}
 end
 local out, n = {}, 0
 local k, a = 1, 1

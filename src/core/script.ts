@@ -29,27 +29,40 @@ export interface Call {
  *       algorithm id, parameter count, parameters...
  * reply see Reply in types.ts
  */
+// Defined with the algorithms, so a batch parses the policies once for all the requests that share
+// their ARGV table (every request of one limiter), not once per request.
+const PARSE_POLICIES = `
+local parsedArgv, parsedPolicies
+local function policiesOf(ARGV)
+  if parsedArgv ~= ARGV then
+    local policies, pos = {}, 8
+    for i = 1, tonumber(ARGV[7]) do
+      local count, p = tonumber(ARGV[pos + 1]), {}
+      for j = 1, count do p[j] = tonumber(ARGV[pos + 1 + j]) end
+      policies[i] = { alg = ALG[ARGV[pos]], p = p }
+      pos = pos + 2 + count
+    end
+    parsedArgv, parsedPolicies = ARGV, policies
+  end
+  return parsedPolicies
+end
+`;
+
 const DRIVER = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local op, cost, target, ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local strikesToBlock, blockMs = tonumber(ARGV[5]), tonumber(ARGV[6])
-local policies, pos = {}, 8
-for i = 1, tonumber(ARGV[7]) do
-  local count, p = tonumber(ARGV[pos + 1]), {}
-  for j = 1, count do p[j] = tonumber(ARGV[pos + 1 + j]) end
-  policies[i] = { alg = ALG[ARGV[pos]], key = KEYS[2 + i], p = p }
-  pos = pos + 2 + count
-end
+local policies = policiesOf(ARGV)
 if op == 'block' then
   redis.call('SET', KEYS[1], now + target, 'PX', target)
   return {1, now, target}
 end
 if op == 'refund' or op == 'release' or op == 'extend' then
   local done = 0
-  for _, policy in ipairs(policies) do
+  for i, policy in ipairs(policies) do
     local f = policy.alg[op]
-    if f and f(policy.key, cost, now, policy.p, target, ms) then done = 1 end
+    if f and f(KEYS[2 + i], cost, now, policy.p, target, ms) then done = 1 end
   end
   return {done, now, 0}
 end
@@ -60,24 +73,26 @@ local blockedUntil = tonumber(redis.call('GET', KEYS[1]) or 0)
 if blockedUntil > now then
   local blocked = blockedUntil - now
   local reply = {0, now, blocked}
-  for _ = 1, #policies do
-    for _, v in ipairs({0, 0, blocked, blocked, 0}) do reply[#reply + 1] = v end
+  for i = 1, #policies do
+    local at = 3 + (i - 1) * 5
+    reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] = 0, 0, blocked, blocked, 0
   end
   return reply
 end
 if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
 local steps, all = {}, true
 for i, policy in ipairs(policies) do
-  steps[i] = policy.alg.decide(policy.key, cost, now, policy.p, peek)
+  steps[i] = policy.alg.decide(KEYS[2 + i], cost, now, policy.p, peek)
   all = all and steps[i].allowed
 end
 local reply = {all and 1 or 0, now, 0}
-for _, step in ipairs(steps) do
+for i, step in ipairs(steps) do
   local remaining, reset, extra = step.remaining, step.reset, 0
   if not peek then
     if all then remaining, reset, extra = step.admit() else step.keep() end
   end
-  for _, v in ipairs({step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra}) do reply[#reply + 1] = v end
+  local at = 3 + (i - 1) * 5
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] = step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra
 end
 if not peek and strikesToBlock > 0 then
   if all then
@@ -203,7 +218,7 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const name = unique.map((a) => a.id).join('+');
   let script = scripts.get(name);
   if (!script) {
-    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n`;
+    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_POLICIES.trim()}\n`;
     const body = `${DRIVER.trim()}\n`;
     const lua = `-- sluice: ${name}\n${setup}${body}`;
     script = { name, lua, setup, body, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };

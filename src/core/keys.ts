@@ -44,3 +44,16 @@ export function storageKey(prefix: string, key: string, suffix: string): string 
   }
   return `${prefix}:{${key}}:${suffix}`;
 }
+
+/**
+ * The keys of one call, in the driver's order: the block key, the strikes key (consecutive
+ * denials), then one key per policy, suffixed by its algorithm and its place in the list, so a
+ * per-call list of the same shape (a tier) shares the state of the limiter's own.
+ */
+export function callKeys(prefix: string, key: string, policies: readonly { readonly kind: { readonly id: string } }[]): string[] {
+  return [
+    storageKey(prefix, key, 'blk'),
+    storageKey(prefix, key, 'str'),
+    ...policies.map((policy, i) => storageKey(prefix, key, i === 0 ? policy.kind.id : `${policy.kind.id}${i}`)),
+  ];
+}

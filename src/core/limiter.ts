@@ -4,7 +4,7 @@ import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
-import { storageKey, validKey, validPrefix } from './keys.js';
+import { callKeys, validKey, validPrefix } from './keys.js';
 import { compiled, scriptArgs, scriptFor, type Call, type Op } from './script.js';
 import type { Decision, Policy, PolicyDecision, Reply } from './types.js';
 import { optionsObject, positiveInteger } from './validate.js';
@@ -149,13 +149,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     penalty = { strikes: positiveInteger('penalty.after', p.after), blockMs: parseDuration('penalty.block', p.block) };
   }
 
-  // The block and strikes keys come first; then one key per policy, by its place in the list, so a
-  // per-call override (a tier) shares the state of the limiter's own policies.
-  const keysOf = (key: string, list: readonly Policy[]) => [
-    storageKey(prefix, key, 'blk'),
-    storageKey(prefix, key, 'str'),
-    ...list.map((policy, i) => storageKey(prefix, key, i === 0 ? policy.kind.id : `${policy.kind.id}${i}`)),
-  ];
+  const keysOf = (key: string, list: readonly Policy[]) => callKeys(prefix, key, list);
 
   function run(key: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
     const call: Call = { op, cost, target, ms, penalty, policies: list };

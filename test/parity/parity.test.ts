@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { concurrency, memoryStore, redisStore, type Policy } from '../../src/index.js';
-import { storageKey } from '../../src/core/keys.js';
+import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor, type Op } from '../../src/core/script.js';
 import type { Reply } from '../../src/core/types.js';
 import { algorithms } from '../support/algorithms.js';
@@ -29,7 +29,7 @@ async function compare(policies: readonly Policy[], seed: number, steps: number,
   const twin = memoryStore({ now: () => now });
   const lua = redisStore(harness.redis);
   const prefix = uniquePrefix();
-  const keys = [storageKey(prefix, 'k', 'blk'), storageKey(prefix, 'k', 'str'), ...policies.map((p, i) => storageKey(prefix, 'k', `${p.kind.id}${i}`))];
+  const keys = callKeys(prefix, 'k', policies);
   const script = scriptFor(policies.map((p) => p.kind));
   const next = random(seed);
   const leases: number[] = [];

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
-import { storageKey } from '../../src/core/keys.js';
+import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import type { Decision, Policy, Reply, Write } from '../../src/core/types.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
@@ -156,7 +156,7 @@ describe('properties of every Lua script, checked against its twin', { concurren
           const twin = ttlCheckedStore(memoryStore({ now: () => now }), policy, windowMs);
           const admissions: Admission[] = [];
           const ask = async (key: string, cost: number): Promise<Reply> => {
-            const keys = [storageKey(prefix, key, 'blk'), storageKey(prefix, key, 'str'), storageKey(prefix, key, policy.kind.id)];
+            const keys = callKeys(prefix, key, [policy]);
             const args = scriptArgs({ op: 'limit', cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
             const fromRedis = await lua.run(script, keys, args);
             now = fromRedis[1] ?? 0;

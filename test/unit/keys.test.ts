@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_RAW_KEY_BYTES, storageKey } from '../../src/core/keys.js';
+import { MAX_RAW_KEY_BYTES, callKeys, storageKey } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
@@ -37,7 +37,7 @@ describe('memory store under a flood of distinct keys', () => {
     // Straight to the store, as the limiter would call it, so the calls stay cheap.
     const script = scriptFor([policy.kind]);
     const call = async (key: string, op: 'limit' | 'peek' = 'limit') => {
-      const keys = [storageKey('p', key, 'blk'), storageKey('p', key, 'str'), storageKey('p', key, policy.kind.id)];
+      const keys = callKeys('p', key, [policy]);
       const reply = await store.run(script, keys, scriptArgs({ op, cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] }));
       return [reply[0], reply[4]] as const;
     };

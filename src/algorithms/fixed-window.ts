@@ -1,5 +1,5 @@
 import { parseDuration, type Duration } from '../core/duration.js';
-import type { Policy } from '../core/types.js';
+import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
 
@@ -24,54 +24,67 @@ const MIN_WINDOW_MS = 10;
  * about the time left in this window belongs to another window (it outlived its end by that ms,
  * or the window length changed): it counts as 0 and is overwritten. A counter with no TTL at
  * all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
- * too much, and gets its TTL back from PEXPIRE NX, sent on every call.
+ * too much, and gets its TTL back in the same script: every call reads the TTL, and any call that
+ * finds none sets it. So no counter stays without a TTL once sluice touches it, and a healthy one
+ * costs one INCRBY, with no PEXPIRE to send.
  */
 const LUA = `
 ALG.fw = {}
+-- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window).
+local function fw_current(key, now, window)
+  local pttl = redis.call('PTTL', key)
+  if pttl == -2 or (pttl >= 0 and math.abs(pttl - (window - now % window)) > window / 2) then return pttl, nil end
+  return pttl, tonumber(redis.call('GET', key))
+end
 function ALG.fw.decide(key, cost, now, p)
   local limit, window = p[1], p[2]
   local resetAfter = window - now % window
-  local pttl = redis.call('PTTL', key)
-  local stale = pttl >= 0 and math.abs(pttl - resetAfter) > window / 2
-  local count = 0
-  if pttl ~= -2 and not stale then count = tonumber(redis.call('GET', key)) end
+  local pttl, current = fw_current(key, now, window)
+  local count = current or 0
   local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
   if count > 0 then d.reset = resetAfter end
   if not d.allowed then d.retry = resetAfter end
   function d.admit()
-    if stale then
+    if not current then
       redis.call('SET', key, cost, 'PX', resetAfter + 1)
     else
       redis.call('INCRBY', key, cost)
+      if pttl == -1 then redis.call('PEXPIRE', key, resetAfter + 1) end
     end
-    redis.call('PEXPIRE', key, resetAfter + 1, 'NX')
     return limit - count - cost, resetAfter, 0
   end
-  function d.keep() redis.call('PEXPIRE', key, resetAfter + 1, 'NX') end
+  function d.keep()
+    if pttl == -1 then redis.call('PEXPIRE', key, resetAfter + 1) end
+  end
   return d
 end
-function ALG.fw.refund(key, cost)
-  local count = tonumber(redis.call('GET', key))
+function ALG.fw.refund(key, cost, now, p)
+  local _, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
   redis.call('SET', key, math.max(0, count - cost), 'KEEPTTL')
   return true
 end
 `;
 
+/** The counter if it belongs to this window; undefined for a fresh window. */
+function current(now: number, entry: Entry<number> | undefined, window: number): Entry<number> | undefined {
+  return entry && Math.abs(entry.ttlMs - (window - (now % window))) <= window / 2 ? entry : undefined;
+}
+
 const algorithm = defineAlgorithm<number>({
   id: 'fw',
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1]) {
     const resetAfter = window - (now % window);
-    const stale = entry !== undefined && Math.abs(entry.ttlMs - resetAfter) > window / 2;
-    const count = entry && !stale ? entry.value : 0;
+    const counter = current(now, entry, window);
+    const count = counter?.value ?? 0;
     return {
       allowed: count + cost <= limit,
       remaining: limit - count,
       resetAfter: count > 0 ? resetAfter : 0,
       retryAfter: count + cost <= limit ? 0 : resetAfter,
       admit: () => ({
-        write: { value: count + cost, ttlMs: entry && !stale ? entry.ttlMs : resetAfter + 1 },
+        write: { value: count + cost, ttlMs: counter?.ttlMs ?? resetAfter + 1 },
         remaining: limit - count - cost,
         resetAfter,
         extra: 0,
@@ -79,9 +92,10 @@ const algorithm = defineAlgorithm<number>({
       keep: () => undefined,
     };
   },
-  refund(_now, entry, cost) {
-    if (!entry || entry.value === 0) return unchanged;
-    return { write: { value: Math.max(0, entry.value - cost), ttlMs: entry.ttlMs }, done: true };
+  refund(now, entry, cost, [, window = 1]) {
+    const counter = current(now, entry, window);
+    if (!counter || counter.value === 0) return unchanged;
+    return { write: { value: Math.max(0, counter.value - cost), ttlMs: counter.ttlMs }, done: true };
   },
 });
 

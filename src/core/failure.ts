@@ -51,8 +51,6 @@ export const DEFAULT_TIMEOUT_MS = 1_000;
 // A denial must say when to come back; the store cannot tell, so: soon, but not in a tight loop.
 export const DENY_RETRY_AFTER_MS = 1_000;
 
-type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly reason: FailureReason; readonly error: StoreError };
-
 function isLimiter(value: unknown): value is Limiter {
   return typeof value === 'object' && value !== null && typeof (value as Limiter).limit === 'function' && typeof (value as Limiter).peek === 'function';
 }
@@ -86,28 +84,71 @@ function notify<T>(name: string, hook: ((event: T) => void) | undefined, event: 
   }
 }
 
+/** A store call waiting for its answer or its deadline, whichever comes first. */
+interface Pending {
+  readonly due: number;
+  readonly onTimeout: () => void;
+  done: boolean;
+}
+
 /**
- * Settles with the store's answer, or with a timeout once `ms` have passed. The store's promise
- * keeps its handlers after a timeout, so a late rejection is handled and never unhandled.
+ * The deadlines of one guard's store calls. They all wait `ms`, so they fall due in the order they
+ * were set: one timer, armed for the earliest, serves them all, instead of a timer per call. It
+ * fires when that call is due, as a timer of its own would, and is cleared when nothing waits.
  */
-function withinTimeout<T>(call: () => Promise<T>, ms: number): Promise<Outcome<T>> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve({ ok: false, reason: 'timeout', error: new StoreError(`no reply within ${ms} ms`) }), ms);
-    const settle = (outcome: Outcome<T>) => {
-      clearTimeout(timer);
-      resolve(outcome);
-    };
-    let pending: Promise<T>;
-    try {
-      pending = call();
-    } catch (error) {
-      pending = Promise.reject(error);
+class Deadlines {
+  private queue: Pending[] = [];
+  private head = 0;
+  private waiting = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly ms: number) {}
+
+  add(onTimeout: () => void): Pending {
+    if (this.waiting === 0) {
+      this.queue = [];
+      this.head = 0;
     }
-    pending.then(
-      (value) => settle({ ok: true, value }),
-      (error: unknown) => settle({ ok: false, reason: 'store-error', error: toStoreError(error) }),
-    );
-  });
+    const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
+    this.queue.push(pending);
+    this.waiting++;
+    this.timer ??= setTimeout(this.fire, this.ms);
+    return pending;
+  }
+
+  /** Marks a call answered; false if its deadline passed first (its answer is too late to count). */
+  finish(pending: Pending): boolean {
+    if (pending.done) return false;
+    pending.done = true;
+    if (--this.waiting === 0) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    return true;
+  }
+
+  private readonly fire = (): void => {
+    this.timer = undefined;
+    const now = performance.now();
+    const expired: Pending[] = [];
+    for (; this.head < this.queue.length; this.head++) {
+      const pending = this.queue[this.head] as Pending;
+      if (pending.done) continue;
+      if (pending.due > now) break;
+      pending.done = true;
+      this.waiting--;
+      expired.push(pending);
+    }
+    // Answered calls are dropped from the front once they make up most of the queue.
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    const next = this.queue[this.head];
+    if (this.waiting > 0 && next) this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(next.due - now)));
+    // Last, as they may call back into the limiter (a hook, a fallback limiter) and add deadlines.
+    for (const pending of expired) pending.onTimeout();
+  };
 }
 
 export interface FailureGuard {
@@ -140,40 +181,68 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
   const onStoreError = storeErrorPolicy(options.onStoreError);
   const hooks = failureHooks(options.hooks);
   let outage: { since: number; failures: number } | undefined;
+  const deadlines = new Deadlines(timeoutMs);
 
-  async function attempt<T>(call: () => Promise<T>): Promise<Outcome<T>> {
-    const outcome = await withinTimeout(call, timeoutMs);
-    if (outcome.ok) {
-      if (outage) {
-        const { since, failures } = outage;
-        outage = undefined;
-        notify('recover', hooks.recover, { failures, downForMs: Date.now() - since });
-      }
-      return outcome;
-    }
+  function recovered(): void {
+    if (!outage) return;
+    const { since, failures } = outage;
+    outage = undefined;
+    notify('recover', hooks.recover, { failures, downForMs: Date.now() - since });
+  }
+
+  function failed(reason: FailureReason, error: StoreError): void {
     outage ??= { since: Date.now(), failures: 0 };
     outage.failures++;
     if (hooks.storeError) {
-      notify('storeError', hooks.storeError, { reason: outcome.reason, error: outcome.error, failures: outage.failures });
+      notify('storeError', hooks.storeError, { reason, error, failures: outage.failures });
     } else if (outage.failures === 1) {
       const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
-      process.emitWarning(`${outcome.error.message} (${outcome.reason}); answering ${policy} until it recovers`, 'SluiceStoreWarning');
+      process.emitWarning(`${error.message} (${reason}); answering ${policy} until it recovers`, 'SluiceStoreWarning');
     }
-    return outcome;
+  }
+
+  /**
+   * Runs a store call and reports, once, its value or why it failed: an error, or no reply within
+   * the timeout. A reply after the timeout is ignored, and a late rejection is handled, never unhandled.
+   */
+  function attempt<T>(call: () => Promise<T>, ok: (value: T) => void, fail: (reason: FailureReason, error: StoreError) => void): void {
+    const pending = deadlines.add(() => {
+      const error = new StoreError(`no reply within ${timeoutMs} ms`);
+      failed('timeout', error);
+      fail('timeout', error);
+    });
+    let answer: Promise<T>;
+    try {
+      answer = call();
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    answer.then(
+      (value) => {
+        if (!deadlines.finish(pending)) return;
+        recovered();
+        ok(value);
+      },
+      (raw: unknown) => {
+        if (!deadlines.finish(pending)) return;
+        const error = toStoreError(raw);
+        failed('store-error', error);
+        fail('store-error', error);
+      },
+    );
   }
 
   return {
-    async decide(policies, call, askFallback) {
-      const outcome = await attempt(call);
-      if (outcome.ok) return outcome.value;
-      const { reason, error } = outcome;
-      if (onStoreError === 'allow' || onStoreError === 'deny') return withoutStore(policies, onStoreError === 'allow', reason, error);
-      return { ...(await askFallback(onStoreError)), reason, error };
+    decide(policies, call, askFallback) {
+      return new Promise((resolve, reject) => {
+        attempt(call, resolve, (reason, error) => {
+          if (onStoreError === 'allow' || onStoreError === 'deny') resolve(withoutStore(policies, onStoreError === 'allow', reason, error));
+          else askFallback(onStoreError).then((decision) => resolve({ ...decision, reason, error }), reject);
+        });
+      });
     },
-    async settle(call) {
-      const outcome = await attempt(call);
-      if (!outcome.ok) throw outcome.error;
-      return outcome.value;
+    settle(call) {
+      return new Promise((resolve, reject) => attempt(call, resolve, (_reason, error) => reject(error)));
     },
   };
 }

@@ -31,29 +31,40 @@ export function validKey(value: unknown): string {
   return value;
 }
 
+// A UTF-16 code unit takes at most 3 UTF-8 bytes, so a key this short never needs measuring.
+const SURELY_SHORT = Math.floor(MAX_RAW_KEY_BYTES / 3);
+
 /**
- * The Redis key holding a client's state: `<prefix>:{<key>}:<algorithm suffix>`, or, for a key
- * that is too long or would end its own hash tag at once (a leading `}` makes the tag empty, so
- * Redis Cluster would hash the whole name and scatter one client's keys over slots),
- * `<prefix>:#{<sha256 of key>}:<suffix>`. The `#` before the brace, where a plain key has `:`,
- * keeps hashed and plain keys apart, so distinct keys always get distinct Redis keys.
+ * What every Redis key of one client starts with: `<prefix>:{<key>}:`, or, for a key that is too
+ * long or would end its own hash tag at once (a leading `}` makes the tag empty, so Redis Cluster
+ * would hash the whole name and scatter one client's keys over slots), `<prefix>:#{<sha256 of
+ * key>}:`. The `#` before the brace, where a plain key has `:`, keeps hashed and plain keys apart,
+ * so distinct keys always get distinct Redis keys.
  */
-export function storageKey(prefix: string, key: string, suffix: string): string {
-  if (key.startsWith('}') || Buffer.byteLength(key) > MAX_RAW_KEY_BYTES) {
-    return `${prefix}:#{${createHash('sha256').update(key).digest('hex')}}:${suffix}`;
+function clientStem(prefix: string, key: string): string {
+  if (key.startsWith('}') || (key.length > SURELY_SHORT && Buffer.byteLength(key) > MAX_RAW_KEY_BYTES)) {
+    return `${prefix}:#{${createHash('sha256').update(key).digest('hex')}}:`;
   }
-  return `${prefix}:{${key}}:${suffix}`;
+  return `${prefix}:{${key}}:`;
+}
+
+/** The Redis key holding one part of a client's state, named by its suffix. */
+export function storageKey(prefix: string, key: string, suffix: string): string {
+  return clientStem(prefix, key) + suffix;
 }
 
 /**
  * The keys of one call, in the driver's order: the block key, the strikes key (consecutive
- * denials), then one key per policy, suffixed by its algorithm and its place in the list, so a
- * per-call list of the same shape (a tier) shares the state of the limiter's own.
+ * denials; only for a limiter with a penalty box, the only one that counts them), then one key per
+ * policy, suffixed by its algorithm and its place in the list, so a per-call list of the same
+ * shape (a tier) shares the state of the limiter's own.
  */
-export function callKeys(prefix: string, key: string, policies: readonly { readonly kind: { readonly id: string } }[]): string[] {
-  return [
-    storageKey(prefix, key, 'blk'),
-    storageKey(prefix, key, 'str'),
-    ...policies.map((policy, i) => storageKey(prefix, key, i === 0 ? policy.kind.id : `${policy.kind.id}${i}`)),
-  ];
+export function callKeys(prefix: string, key: string, policies: readonly { readonly kind: { readonly id: string } }[], withStrikes = false): string[] {
+  const stem = clientStem(prefix, key);
+  const keys = withStrikes ? [`${stem}blk`, `${stem}str`] : [`${stem}blk`];
+  for (let i = 0; i < policies.length; i++) {
+    const id = (policies[i] as { readonly kind: { readonly id: string } }).kind.id;
+    keys.push(i === 0 ? stem + id : `${stem}${id}${i}`);
+  }
+  return keys;
 }

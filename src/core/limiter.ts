@@ -6,7 +6,7 @@ import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, validKey, validPrefix } from './keys.js';
 import { compiled, scriptArgs, scriptFor, type Call, type Op } from './script.js';
-import type { Decision, Policy, PolicyDecision, Reply } from './types.js';
+import type { Arg, Decision, Policy, PolicyDecision, Reply } from './types.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
 export interface LimiterOptions extends FailureOptions {
@@ -93,6 +93,15 @@ function validCost(cost: unknown, policies: readonly Policy[]): number {
   return cost;
 }
 
+/** A promise for what `start` returns, or rejected with what it throws: bad input rejects, as the API promises. */
+function promised<T>(start: () => Promise<T>): Promise<T> {
+  try {
+    return start();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 function callOptions<T extends object>(value: T | undefined): Partial<T> {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null) throw new InvalidArgumentError('options', value, 'an object such as { cost: 2 }');
@@ -120,15 +129,23 @@ function decide(reply: Reply, policies: readonly Policy[]): Decision {
     if (allowed ? p.remaining < tightest.remaining : p.retryAfterMs > tightest.retryAfterMs) tightest = p;
   }
   const blockedForMs = reply[2] ?? 0;
-  return {
+  const decision: { -readonly [K in keyof Decision]: Decision[K] } = {
     allowed,
     limit: tightest.limit,
     remaining: tightest.remaining,
     resetAfterMs: tightest.resetAfterMs,
     retryAfterMs: allowed ? 0 : tightest.retryAfterMs,
     policies: perPolicy,
-    ...(blockedForMs > 0 && { blockedForMs }),
   };
+  if (blockedForMs > 0) decision.blockedForMs = blockedForMs;
+  return decision;
+}
+
+/** What consume() sent for acquire(): the policies and cost, and the store's reply if it answered. */
+interface Sent {
+  list: readonly Policy[];
+  cost: number;
+  reply?: Reply;
 }
 
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
@@ -149,48 +166,74 @@ export function createLimiter(options: LimiterOptions): Limiter {
     penalty = { strikes: positiveInteger('penalty.after', p.after), blockMs: parseDuration('penalty.block', p.block) };
   }
 
-  const keysOf = (key: string, list: readonly Policy[]) => callKeys(prefix, key, list);
+  const withStrikes = penalty.strikes > 0;
+  const keysOf = (key: string, list: readonly Policy[]) => callKeys(prefix, key, list, withStrikes);
+  // The arguments of the limiter's own limit and peek calls, built once per cost: equal calls
+  // share one array, which also lets the Redis store send them once per batch.
+  const ownArgs = new Map<string, readonly string[]>();
+
+  function argsOf(call: Call): readonly Arg[] {
+    if (call.policies !== policies || call.target !== 0) return scriptArgs(call);
+    const id = `${call.op} ${call.cost}`;
+    let args = ownArgs.get(id);
+    if (args === undefined) {
+      args = scriptArgs(call).map(String);
+      if (ownArgs.size < 64) ownArgs.set(id, args);
+    }
+    return args;
+  }
 
   function run(key: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
     const call: Call = { op, cost, target, ms, penalty, policies: list };
-    return store.run(compiled(list).script, keysOf(key, list), scriptArgs(call));
+    return store.run(compiled(list).script, keysOf(key, list), argsOf(call));
   }
 
   function policiesFor(value: unknown): readonly Policy[] {
     return value === undefined ? policies : policyList(value, InvalidArgumentError);
   }
 
-  async function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<{ decision: Decision; reply?: Reply; list: readonly Policy[]; cost: number }> {
+  const ownLeases = policies.some((p) => p.algorithm === 'concurrency');
+  const shadowed = (decision: Decision): Decision => ({ ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed });
+
+  /** Decides and counts one request; `sent` learns what was asked, and the store's reply if it answered. Throws on bad input. */
+  function consume(key: string, options: LimitOptions | undefined, leases: boolean, sent?: Sent): Promise<Decision> {
     const k = validKey(key);
     const { cost: rawCost, policy } = callOptions(options);
     const list = policiesFor(policy);
     const cost = validCost(rawCost, list);
-    if (leases !== list.some((p) => p.algorithm === 'concurrency')) {
+    if (sent) Object.assign(sent, { list, cost });
+    if (leases !== (list === policies ? ownLeases : list.some((p) => p.algorithm === 'concurrency'))) {
       throw new WrongMethodError(leases ? 'acquire() needs a concurrency policy' : 'a concurrency policy takes slots with acquire(), which returns a lease to release');
     }
     // Only the limiter's own policies, at cost 1, go through the denied-key cache.
     const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
     const cached = cache?.lookup(k);
-    let reply: Reply | undefined;
+    if (cached) return Promise.resolve(shadow ? shadowed(cached) : cached);
     const sentAt = cache?.now() ?? 0;
-    const decision =
-      cached ??
-      (await guard.decide(
-        list,
-        async () => decide((reply = await run(k, list, 'limit', cost)), list),
-        (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
-      ));
-    if (cache && !cached) cache.learn(k, decision, sentAt);
-    if (!shadow) return { decision, reply, list, cost };
-    return { decision: { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed }, reply, list, cost };
+    let decision = guard.decide(
+      list,
+      () =>
+        run(k, list, 'limit', cost).then((reply) => {
+          if (sent) sent.reply = reply;
+          return decide(reply, list);
+        }),
+      (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
+    );
+    if (cache) {
+      decision = decision.then((made) => {
+        cache.learn(k, made, sentAt);
+        return made;
+      });
+    }
+    return shadow ? decision.then(shadowed) : decision;
   }
 
   const limiter: Limiter = {
     policies,
     policy: policies[0] as Policy,
     prefix,
-    async limit(key, limitOptions) {
-      return (await consume(key, limitOptions, false)).decision;
+    limit(key, limitOptions) {
+      return promised(() => consume(key, limitOptions, false));
     },
     async limitMany(keys, limitOptions) {
       if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
@@ -201,12 +244,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
-      return guard.decide(list, async () => decide(await run(k, list, 'peek'), list), (fallback) => fallback.peek(k));
+      return guard.decide(list, () => run(k, list, 'peek').then((reply) => decide(reply, list)), (fallback) => fallback.peek(k));
     },
     async reset(key) {
       const k = validKey(key);
       denied?.forget(k);
-      await guard.settle(() => store.delete(keysOf(k, policies)));
+      await guard.settle(() => store.delete(callKeys(prefix, k, policies, true)));
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
@@ -234,15 +277,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
     },
     async acquire(key, acquireOptions) {
-      const { decision, reply, list, cost } = await consume(key, acquireOptions, true);
+      const sent: Sent = { list: policies, cost: 1 };
+      const decision = await consume(key, acquireOptions, true, sent);
+      const { reply, list, cost } = sent;
       // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
       // is its own to release, and 'allow' or 'deny' took no slot.
       if (reply === undefined && 'release' in decision) return decision as Lease;
       const keys = keysOf(key, list);
+      const first = withStrikes ? 2 : 1;
       // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
       const held = list.flatMap((policy, i) => {
         const id = reply?.[3 + i * 5 + 4] ?? 0;
-        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, keys: [keys[0], keys[1], keys[2 + i]] as string[] }] : [];
+        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, keys: [...keys.slice(0, first), keys[first + i]] as string[] }] : [];
       });
       const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
         const replies = await Promise.all(

@@ -24,16 +24,17 @@ export interface Call {
  * request in all of them or counts it in none, so several limits never spend units on a denied
  * request.
  *
- * KEYS  [1] the block key, [2] the strikes key (consecutive denials), [2 + i] policy i's key
+ * KEYS  [1] the block key, [2] the strikes key (consecutive denials) only when the limiter has a
+ *       penalty box (strikes to block > 0), then one key per policy
  * ARGV  op, cost, target, ms, strikes to block, block ms, policy count, then per policy:
  *       algorithm id, parameter count, parameters...
  * reply see Reply in types.ts
  */
-// Defined with the algorithms, so a batch parses the policies once for all the requests that share
-// their ARGV table (every request of one limiter), not once per request.
-const PARSE_POLICIES = `
-local parsedArgv, parsedPolicies
-local function policiesOf(ARGV)
+// Defined with the algorithms, so a batch reads its ARGV once for all the requests that share
+// that table (every request of one limiter at one cost), not once per request.
+const PARSE_CALL = `
+local parsedArgv, parsedCall
+local function callOf(ARGV)
   if parsedArgv ~= ARGV then
     local policies, pos = {}, 8
     for i = 1, tonumber(ARGV[7]) do
@@ -42,71 +43,89 @@ local function policiesOf(ARGV)
       policies[i] = { alg = ALG[ARGV[pos]], p = p }
       pos = pos + 2 + count
     end
-    parsedArgv, parsedPolicies = ARGV, policies
+    local strikes = tonumber(ARGV[5])
+    parsedArgv, parsedCall = ARGV, {
+      op = ARGV[1], cost = tonumber(ARGV[2]), target = tonumber(ARGV[3]), ms = tonumber(ARGV[4]),
+      strikes = strikes, blockMs = tonumber(ARGV[6]), policies = policies,
+      -- KEYS[first + i] is policy i's key
+      first = strikes > 0 and 2 or 1,
+    }
   end
-  return parsedPolicies
+  return parsedCall
 end
 `;
 
+// The driver as a function: it writes its reply into \`out\` after index \`at\` and returns its length,
+// so a batch collects every reply in one table. \`now\` is the server's time in ms.
 const DRIVER = `
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local op, cost, target, ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local strikesToBlock, blockMs = tonumber(ARGV[5]), tonumber(ARGV[6])
-local policies = policiesOf(ARGV)
-if op == 'block' then
-  redis.call('SET', KEYS[1], now + target, 'PX', target)
-  return {1, now, target}
-end
-if op == 'refund' or op == 'release' or op == 'extend' then
-  local done = 0
+local function decideCall(KEYS, ARGV, now, out, at)
+  local c = callOf(ARGV)
+  local op, cost, policies, first = c.op, c.cost, c.policies, c.first
+  if op == 'block' then
+    redis.call('SET', KEYS[1], now + c.target, 'PX', c.target)
+    out[at + 1], out[at + 2], out[at + 3] = 1, now, c.target
+    return 3
+  end
+  if op == 'refund' or op == 'release' or op == 'extend' then
+    local done = 0
+    for i, policy in ipairs(policies) do
+      local f = policy.alg[op]
+      if f and f(KEYS[first + i], cost, now, policy.p, c.target, c.ms) then done = 1 end
+    end
+    out[at + 1], out[at + 2], out[at + 3] = done, now, 0
+    return 3
+  end
+  local peek = op == 'peek'
+  -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
+  -- block that lost its TTL still ends on time.
+  local blockedUntil = tonumber(redis.call('GET', KEYS[1]) or 0)
+  if blockedUntil > now then
+    local blocked = blockedUntil - now
+    out[at + 1], out[at + 2], out[at + 3] = 0, now, blocked
+    for i = 1, #policies do
+      local p = at + 3 + (i - 1) * 5
+      out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
+    end
+    return 3 + #policies * 5
+  end
+  if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
+  local steps, all = {}, true
   for i, policy in ipairs(policies) do
-    local f = policy.alg[op]
-    if f and f(KEYS[2 + i], cost, now, policy.p, target, ms) then done = 1 end
+    steps[i] = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek)
+    all = all and steps[i].allowed
   end
-  return {done, now, 0}
-end
-local peek = op == 'peek'
--- The block key holds when the block ends (server time), so its TTL only collects garbage and a
--- block that lost its TTL still ends on time.
-local blockedUntil = tonumber(redis.call('GET', KEYS[1]) or 0)
-if blockedUntil > now then
-  local blocked = blockedUntil - now
-  local reply = {0, now, blocked}
-  for i = 1, #policies do
-    local at = 3 + (i - 1) * 5
-    reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] = 0, 0, blocked, blocked, 0
+  out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
+  for i, step in ipairs(steps) do
+    local remaining, reset, extra = step.remaining, step.reset, 0
+    if not peek then
+      if all then remaining, reset, extra = step.admit() else step.keep() end
+    end
+    local p = at + 3 + (i - 1) * 5
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra
   end
-  return reply
-end
-if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
-local steps, all = {}, true
-for i, policy in ipairs(policies) do
-  steps[i] = policy.alg.decide(KEYS[2 + i], cost, now, policy.p, peek)
-  all = all and steps[i].allowed
-end
-local reply = {all and 1 or 0, now, 0}
-for i, step in ipairs(steps) do
-  local remaining, reset, extra = step.remaining, step.reset, 0
-  if not peek then
-    if all then remaining, reset, extra = step.admit() else step.keep() end
-  end
-  local at = 3 + (i - 1) * 5
-  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] = step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra
-end
-if not peek and strikesToBlock > 0 then
-  if all then
-    redis.call('DEL', KEYS[2])
-  else
-    local strikes = redis.call('INCR', KEYS[2])
-    redis.call('PEXPIRE', KEYS[2], blockMs)
-    if strikes >= strikesToBlock then
-      redis.call('SET', KEYS[1], now + blockMs, 'PX', blockMs)
+  if not peek and c.strikes > 0 then
+    if all then
       redis.call('DEL', KEYS[2])
+    else
+      local strikes = redis.call('INCR', KEYS[2])
+      redis.call('PEXPIRE', KEYS[2], c.blockMs)
+      if strikes >= c.strikes then
+        redis.call('SET', KEYS[1], now + c.blockMs, 'PX', c.blockMs)
+        redis.call('DEL', KEYS[2])
+      end
     end
   end
+  return 3 + #policies * 5
 end
-return reply
+`;
+
+/** Reads the server's time in ms, as every decision's `now`. */
+export const SERVER_TIME_MS = `(function() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()`;
+
+// A call on its own: one decision, its reply the whole reply.
+const BODY = `local out = {}
+decideCall(KEYS, ARGV, ${SERVER_TIME_MS}, out, 0)
+return out
 `;
 
 /** What a list of policies always sends: its script, and the policies' part of ARGV. */
@@ -149,11 +168,14 @@ function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
   return { op: String(args[0]) as Op, cost: n(1), target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
 }
 
-/** The driver's TypeScript twin: the same steps, over the entries [block, strikes, ...policies]. */
+/** The driver's TypeScript twin: the same steps, over the entries [block, (strikes), ...policies]. */
 function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
   return (now, entries, args) => {
     const call = parseArgs(args, algorithms);
-    const [blockEntry, strikesEntry, ...keys] = entries as [Entry<number> | undefined, Entry<number> | undefined, ...(Entry<unknown> | undefined)[]];
+    const first = call.strikesToBlock > 0 ? 2 : 1;
+    const blockEntry = entries[0] as Entry<number> | undefined;
+    const strikesEntry = first === 2 ? (entries[1] as Entry<number> | undefined) : undefined;
+    const keys = entries.slice(first);
     const writes: Write<unknown>[] = entries.map(() => undefined);
     if (call.op === 'block') {
       writes[0] = { value: now + call.target, ttlMs: call.target };
@@ -170,7 +192,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
               ? kind.release?.(now, entry, call.cost, params, call.target)
               : kind.extend?.(now, entry, call.cost, params, call.target, call.ms);
         if (result?.done) done = 1;
-        writes[2 + i] = result?.write;
+        writes[first + i] = result?.write;
       });
       return { reply: [done, now, 0], writes };
     }
@@ -191,9 +213,9 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         if (all) {
           const admitted = step.admit();
           ({ remaining, resetAfter, extra } = admitted);
-          writes[2 + i] = admitted.write;
+          writes[first + i] = admitted.write;
         } else {
-          writes[2 + i] = step.keep();
+          writes[first + i] = step.keep();
         }
       }
       reply.push(step.allowed ? 1 : 0, Math.max(0, remaining), resetAfter, step.retryAfter, extra);
@@ -218,8 +240,8 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const name = unique.map((a) => a.id).join('+');
   let script = scripts.get(name);
   if (!script) {
-    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_POLICIES.trim()}\n`;
-    const body = `${DRIVER.trim()}\n`;
+    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
+    const body = BODY;
     const lua = `-- sluice: ${name}\n${setup}${body}`;
     script = { name, lua, setup, body, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };
     scripts.set(name, script);

@@ -75,9 +75,9 @@ export interface Script {
   readonly name: string;
   /** The whole script: `setup`, then `body`. */
   readonly lua: string;
-  /** Definitions the body uses (the algorithms' functions): a batch runs them once, not per request. */
+  /** Definitions: the algorithms' functions and the driver, `decideCall`. A batch runs them once, then the driver per request. */
   readonly setup: string;
-  /** What runs per request, reading KEYS and ARGV and calling `redis`. */
+  /** A call on its own: reads the time, runs the driver on KEYS and ARGV, returns its reply. */
   readonly body: string;
   /** SHA1 of `lua`, for EVALSHA. */
   readonly sha: string;

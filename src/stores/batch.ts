@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Script } from '../core/types.js';
+import { SERVER_TIME_MS } from '../core/script.js';
+import type { Arg, Script } from '../core/types.js';
 
 /** A script that runs another script once per request, in one EVALSHA. */
 export interface BatchScript {
@@ -14,26 +15,19 @@ export interface BatchScript {
  *        number of keys of each, the number of args, then the args, once for all of them
  * reply  for each request: the length of its reply, then its reply; or -1 and an error message
  *
- * The script's setup (its algorithms' functions) runs once; each request runs the script's body,
- * unchanged, as a function, and decides as if it had been sent alone, after the requests before it in the batch. Its `redis` answers TIME with the
- * batch's one reading (the whole batch runs at one instant anyway, atomically) and passes every
- * other command through: one Redis call fewer per decision. A request that fails (say, a key of
- * the wrong type) fails alone: pcall keeps the others going, as separate calls would.
+ * The script's setup (its algorithms and the driver, \`decideCall\`) runs once; then the driver
+ * decides each request as if it had been sent alone, after the requests before it in the batch,
+ * writing its reply straight into the batch's. The batch reads TIME once: it runs at one instant
+ * anyway, atomically. A request that fails (say, a key of the wrong type) fails alone: pcall keeps
+ * the others going, as separate calls would.
  * Args are sent once per group because Redis pays for every argument of a command: requests of
  * one limiter share them, which makes a batch about half as costly to run as with args per request.
- * The requests of a group share their KEYS and ARGV tables too (scripts only read them).
+ * The requests of a group share their KEYS and ARGV tables too (the driver only reads them).
  */
 function batchLua(script: Script): string {
   return `-- sluice batch of ${script.name}
-local server, time = redis, redis.call('TIME')
-local once = { call = function(command, ...)
-  if command == 'TIME' then return time end
-  return server.call(command, ...)
-end }
 ${script.setup}
-local step = function(KEYS, ARGV, redis)
-${script.body}
-end
+local now = ${SERVER_TIME_MS}
 local out, n = {}, 0
 local k, a = 1, 1
 while a <= #ARGV do
@@ -41,14 +35,15 @@ while a <= #ARGV do
   local args, keys = {unpack(ARGV, a + 3, a + 2 + na)}, {}
   for _ = 1, count do
     for i = 1, nk do keys[i] = KEYS[k + i - 1] end
-    local ok, reply = pcall(step, keys, args, once)
+    local ok, length = pcall(decideCall, keys, args, now, out, n + 1)
     if ok then
-      out[n + 1] = #reply
-      for i = 1, #reply do out[n + 1 + i] = reply[i] end
-      n = n + 1 + #reply
+      out[n + 1] = length
+      n = n + 1 + length
     else
-      out[n + 1], out[n + 2] = -1, type(reply) == 'table' and reply.err or tostring(reply)
+      out[n + 1], out[n + 2] = -1, type(length) == 'table' and length.err or tostring(length)
       n = n + 2
+      -- What the failed request wrote of its reply is not part of the batch's.
+      for i = n + 1, #out do out[i] = nil end
     end
     k = k + nk
   end
@@ -74,19 +69,26 @@ export function batchScript(script: Script): BatchScript {
 /** One request waiting for its batch. */
 export interface Request {
   readonly keys: readonly string[];
-  readonly args: readonly string[];
+  readonly args: readonly Arg[];
   resolve(reply: unknown): void;
   reject(error: unknown): void;
 }
 
 /** A batch as the batch script reads it, and its requests in the order it runs (and replies to) them. */
 export function batchArguments(requests: readonly Request[]): { keys: string[]; args: string[]; order: Request[] } {
+  // Requests of one limiter usually share one args array: found by identity, the group costs
+  // nothing to find. Other requests with equal args join it by their text.
+  const byArgs = new Map<readonly Arg[], Request[]>();
   const groups = new Map<string, Request[]>();
   for (const request of requests) {
-    const signature = `${request.keys.length} ${request.args.join(' ')}`;
-    const group = groups.get(signature);
-    if (group === undefined) groups.set(signature, [request]);
-    else group.push(request);
+    let group = byArgs.get(request.args);
+    if (group === undefined) {
+      const signature = `${request.keys.length} ${request.args.join(' ')}`;
+      group = groups.get(signature);
+      if (group === undefined) groups.set(signature, (group = []));
+      byArgs.set(request.args, group);
+    }
+    group.push(request);
   }
   const keys: string[] = [];
   const args: string[] = [];
@@ -94,9 +96,10 @@ export function batchArguments(requests: readonly Request[]): { keys: string[]; 
   for (const group of groups.values()) {
     const [first] = group;
     if (first === undefined) continue;
-    args.push(String(group.length), String(first.keys.length), String(first.args.length), ...first.args);
+    args.push(String(group.length), String(first.keys.length), String(first.args.length));
+    for (const arg of first.args) args.push(String(arg));
     for (const request of group) {
-      keys.push(...request.keys);
+      for (const key of request.keys) keys.push(key);
       order.push(request);
     }
   }

@@ -1,5 +1,5 @@
 import { InvalidOptionError, StoreError, toStoreError } from '../core/errors.js';
-import type { Reply, Script } from '../core/types.js';
+import type { Arg, Reply, Script } from '../core/types.js';
 import { batchArguments, batchScript, settle, type Request } from './batch.js';
 import { hashSlot } from './slot.js';
 import type { Store } from './store.js';
@@ -9,8 +9,8 @@ import type { Store } from './store.js';
  * spell them; both clients, standalone or cluster, are recognised by their public methods alone.
  */
 interface ScriptClient {
-  evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
-  eval(lua: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  evalsha(sha: string, keys: readonly string[], args: readonly Arg[]): Promise<unknown>;
+  eval(lua: string, keys: readonly string[], args: readonly Arg[]): Promise<unknown>;
   del(keys: readonly string[]): Promise<unknown>;
 }
 
@@ -43,16 +43,16 @@ function scriptClient(client: unknown): ScriptClient {
   if (hasMethods(client, 'evalsha', 'eval', 'del')) {
     const c = client as IoRedisLike;
     return {
-      evalsha: (sha, keys, args) => c.evalsha(sha, keys.length, ...keys, ...args),
-      eval: (lua, keys, args) => c.eval(lua, keys.length, ...keys, ...args),
+      evalsha: (sha, keys, args) => c.evalsha(sha, keys.length, ...keys, ...args.map(String)),
+      eval: (lua, keys, args) => c.eval(lua, keys.length, ...keys, ...args.map(String)),
       del: (keys) => c.del(...keys),
     };
   }
   if (hasMethods(client, 'evalSha', 'eval', 'del')) {
     const c = client as NodeRedisLike;
     return {
-      evalsha: (sha, keys, args) => c.evalSha(sha, { keys: [...keys], arguments: [...args] }),
-      eval: (lua, keys, args) => c.eval(lua, { keys: [...keys], arguments: [...args] }),
+      evalsha: (sha, keys, args) => c.evalSha(sha, { keys: [...keys], arguments: args.map(String) }),
+      eval: (lua, keys, args) => c.eval(lua, { keys: [...keys], arguments: args.map(String) }),
       del: (keys) => c.del([...keys]),
     };
   }
@@ -72,9 +72,28 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
-function toReply(raw: unknown, script: Script): Reply {
-  if (Array.isArray(raw) && raw.length >= 3 && raw.every((n) => typeof n === 'number')) return raw as Reply;
-  throw new StoreError(`script ${script.name} replied ${JSON.stringify(raw)}, not a list of integers`);
+function isReply(raw: unknown): raw is Reply {
+  return Array.isArray(raw) && raw.length >= 3 && raw.every((n) => typeof n === 'number');
+}
+
+/** A decision's request, settled with its reply (checked) or a StoreError. */
+class Pending implements Request {
+  constructor(
+    readonly script: Script,
+    readonly keys: readonly string[],
+    readonly args: readonly Arg[],
+    private readonly done: (reply: Reply) => void,
+    private readonly fail: (error: StoreError) => void,
+  ) {}
+
+  resolve(raw: unknown): void {
+    if (isReply(raw)) this.done(raw);
+    else this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+  }
+
+  reject(error: unknown): void {
+    this.fail(toStoreError(error));
+  }
 }
 
 /**
@@ -92,7 +111,7 @@ export function redisStore(client: RedisClient): Store {
   const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
   let queued = new Map<Script, Map<number, Request[]>>();
 
-  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly string[]) {
+  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[]) {
     try {
       return await redis.evalsha(script.sha, keys, args);
     } catch (error) {
@@ -104,7 +123,10 @@ export function redisStore(client: RedisClient): Store {
   function send(script: Script, requests: readonly Request[]): void {
     const [first] = requests;
     if (requests.length === 1 && first) {
-      evaluate(script, first.keys, first.args).then(first.resolve, first.reject);
+      evaluate(script, first.keys, first.args).then(
+        (raw) => first.resolve(raw),
+        (error: unknown) => first.reject(error),
+      );
       return;
     }
     const { keys, args, order } = batchArguments(requests);
@@ -124,26 +146,19 @@ export function redisStore(client: RedisClient): Store {
     }
   }
 
-  function enqueue(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      if (queued.size === 0) process.nextTick(flush);
-      let groups = queued.get(script);
-      if (groups === undefined) queued.set(script, (groups = new Map()));
-      const group = groupOf(keys);
-      const requests = groups.get(group);
-      const request = { keys, args, resolve, reject };
-      if (requests === undefined) groups.set(group, [request]);
-      else requests.push(request);
-    });
+  function enqueue(request: Pending): void {
+    if (queued.size === 0) process.nextTick(flush);
+    let groups = queued.get(request.script);
+    if (groups === undefined) queued.set(request.script, (groups = new Map()));
+    const group = groupOf(request.keys);
+    const requests = groups.get(group);
+    if (requests === undefined) groups.set(group, [request]);
+    else requests.push(request);
   }
 
   return {
-    async run(script, keys, args) {
-      try {
-        return toReply(await enqueue(script, keys, args.map(String)), script);
-      } catch (error) {
-        throw toStoreError(error);
-      }
+    run(script, keys, args) {
+      return new Promise((done, fail) => enqueue(new Pending(script, keys, args, done, fail)));
     },
     async delete(keys) {
       if (keys.length === 0) return;

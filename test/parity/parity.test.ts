@@ -29,7 +29,7 @@ async function compare(policies: readonly Policy[], seed: number, steps: number,
   const twin = memoryStore({ now: () => now });
   const lua = redisStore(harness.redis);
   const prefix = uniquePrefix();
-  const keys = callKeys(prefix, 'k', policies);
+  const keys = callKeys(prefix, 'k', policies, penalty.strikes > 0);
   const script = scriptFor(policies.map((p) => p.kind));
   const next = random(seed);
   const leases: number[] = [];

@@ -1,8 +1,9 @@
 import { MAX_DURATION_MS } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
-import type { Entry, Policy } from '../core/types.js';
+import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveFinite, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { definePolicy } from './algorithm.js';
+import { freshAtAlgorithm } from './fresh-at.js';
 
 export interface TokenBucketOptions {
   /** The most tokens the bucket holds: the largest burst. A new bucket starts full. */
@@ -13,100 +14,19 @@ export interface TokenBucketOptions {
   name?: string;
 }
 
-interface Bucket {
-  readonly tokens: number;
-  readonly at: number;
-}
+// A token's refill time is kept in whole units of 100 ns, so that the key's value (the instant's
+// distance below its ms, see fresh-at.ts) stays below 10,000, a shared integer in Redis.
+const UNITS_PER_MS = 10_000;
+const UNITS_PER_SECOND = 1000 * UNITS_PER_MS;
 
 /*
- * KEY  a string "<tokens> <ts>": the tokens left (a float, written with %.17g so it reads back
- *      exactly) at ts (ms). One string rather than a hash: about 40 bytes less per client.
- * p    capacity, refill per second
- *
- * A missing key is a full bucket, so the key may expire once the bucket would be full again.
- * retryAfter is checked against the very sum the next call computes: (cost - tokens) / rate can
- * round down by a hair, and a client retrying on time must not be refused.
- * A call that is not counted writes no tokens (the stored state already implies the refill) but
- * refreshes the TTL, so a key that lost its TTL gets it back.
+ * The bucket is held as the instant it is full again: tokens(now) = capacity - (fullAt - now) *
+ * rate, at most capacity (fullAt <= now is a full bucket, as is a missing key). Taking n tokens
+ * moves fullAt to max(fullAt, now) + n token refill times. Each token's refill time is rounded up
+ * to the unit, so the bucket never refills faster than `refillPerSecond`, and every sum is of
+ * integers: remaining, resetAfter and retryAfter are exact for that rounded rate.
  */
-const LUA = `
-ALG.tb = {}
-local function tb_read(key)
-  local state = redis.call('GET', key)
-  if not state then return nil, nil end
-  local tokens, at = string.match(state, '(%S+) (%S+)')
-  return tonumber(tokens), tonumber(at)
-end
-local function tb_refilled(stored, at, t, capacity, rate)
-  if not stored then return capacity end
-  return math.min(capacity, stored + math.max(0, t - at) * rate)
-end
-local function tb_state(tokens, now)
-  return string.format('%.17g %d', tokens, now)
-end
-function ALG.tb.decide(key, cost, now, p)
-  local capacity, rate = p[1], p[2] / 1000
-  local stored, at = tb_read(key)
-  local tokens = tb_refilled(stored, at, now, capacity, rate)
-  local d = { allowed = tokens >= cost, remaining = math.floor(tokens), reset = math.ceil((capacity - tokens) / rate), retry = 0 }
-  if not d.allowed then
-    d.retry = math.ceil((cost - tokens) / rate)
-    if tb_refilled(stored, at, now + d.retry, capacity, rate) < cost then d.retry = d.retry + 1 end
-  end
-  function d.admit()
-    local left = tokens - cost
-    local reset = math.ceil((capacity - left) / rate)
-    redis.call('SET', key, tb_state(left, now), 'PX', reset + 1)
-    return math.floor(left), reset, 0
-  end
-  function d.keep()
-    if stored then redis.call('PEXPIRE', key, d.reset + 1) end
-  end
-  return d
-end
-function ALG.tb.refund(key, cost, now, p)
-  local capacity = p[1]
-  local stored, at = tb_read(key)
-  local tokens = tb_refilled(stored, at, now, capacity, p[2] / 1000)
-  if not stored or tokens >= capacity then return false end
-  redis.call('SET', key, tb_state(math.min(capacity, tokens + cost), now), 'KEEPTTL')
-  return true
-end
-`;
-
-function tokensAt(now: number, entry: Entry<Bucket> | undefined, capacity: number, rate: number): number {
-  if (!entry) return capacity;
-  return Math.min(capacity, entry.value.tokens + Math.max(0, now - entry.value.at) * rate);
-}
-
-const algorithm = defineAlgorithm<Bucket>({
-  id: 'tb',
-  lua: LUA,
-  decide(now, entry, cost, [capacity = 0, perSecond = 0]) {
-    const rate = perSecond / 1000;
-    const tokens = tokensAt(now, entry, capacity, rate);
-    const resetAfter = Math.ceil((capacity - tokens) / rate);
-    let retryAfter = tokens >= cost ? 0 : Math.ceil((cost - tokens) / rate);
-    if (retryAfter > 0 && tokensAt(now + retryAfter, entry, capacity, rate) < cost) retryAfter++;
-    return {
-      allowed: tokens >= cost,
-      remaining: Math.floor(tokens),
-      resetAfter,
-      retryAfter,
-      admit() {
-        const left = tokens - cost;
-        const reset = Math.ceil((capacity - left) / rate);
-        return { write: { value: { tokens: left, at: now }, ttlMs: reset + 1 }, remaining: Math.floor(left), resetAfter: reset, extra: 0 };
-      },
-      keep: () => (entry ? { value: entry.value, ttlMs: resetAfter + 1 } : undefined),
-    };
-  },
-  refund(now, entry, cost, [capacity = 0, perSecond = 0]) {
-    const tokens = tokensAt(now, entry, capacity, perSecond / 1000);
-    if (!entry || tokens >= capacity) return unchanged;
-    return { write: { value: { tokens: Math.min(capacity, tokens + cost), at: now }, ttlMs: entry.ttlMs }, done: true };
-  },
-});
+const algorithm = freshAtAlgorithm('tb');
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
 export function tokenBucket(options: TokenBucketOptions): Policy {
@@ -117,10 +37,15 @@ export function tokenBucket(options: TokenBucketOptions): Policy {
   if (windowMs > MAX_DURATION_MS) {
     throw new InvalidOptionError('refillPerSecond', refillPerSecond, `fast enough to refill ${capacity} tokens within 366 days`);
   }
+  const exactStep = UNITS_PER_SECOND / refillPerSecond;
+  const step = Math.ceil(exactStep);
+  if (step > exactStep * 1.001) {
+    throw new InvalidOptionError('refillPerSecond', refillPerSecond, 'at most 10,000 per second, or a rate whose token refill time is a whole multiple of 100 ns: that time is rounded up to 100 ns, and must stay within 0.1% of the rate');
+  }
   return definePolicy({
     algorithm: 'token-bucket',
     name: policyName(o.name, 'token-bucket'),
     limit: capacity,
     windowMs,
-    maxCost: capacity }, algorithm, [capacity, refillPerSecond]);
+    maxCost: capacity }, algorithm, [step, capacity, UNITS_PER_MS]);
 }

@@ -162,6 +162,13 @@ describe('properties of every Lua script, checked against its twin', { concurren
             now = fromRedis[1] ?? 0;
             assert.deepEqual(await twin.run(script, keys, args), fromRedis, `${key}, cost ${cost} at ${now}`);
             assertSound(fromRedis, limit);
+            if (policy.algorithm === 'gcra' || policy.algorithm === 'token-bucket') {
+              // The key expires the very ms its state equals a fresh key's (resetAfterMs from now).
+              const expiry = Number(await harness.redis.call('PEXPIRETIME', keys[2] ?? ''));
+              const reset = fromRedis[5] ?? 0;
+              if (reset > 0) assert.equal(expiry, now + reset, `${key} expires at ${expiry}, fresh at ${now + reset}`);
+              else assert.ok(expiry === -2 || (expiry > 0 && expiry <= now), `${key}, fresh at ${now}, expires at ${expiry}`);
+            }
             if (fromRedis[0] === 1) admissions.push({ key, at: now, cost });
             return fromRedis;
           };

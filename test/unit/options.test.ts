@@ -66,6 +66,9 @@ describe('policy options', () => {
     rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: Number.NaN }), 'refillPerSecond', 'NaN');
     rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: -1 }), 'refillPerSecond', '-1');
     rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 1e-9 }), 'refillPerSecond', '1e-9');
+    // A token's refill time is kept in whole 100 ns: 30,000 per second would round 33.3 µs up to 33.4 µs.
+    rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 30_000 }), 'refillPerSecond', '30000');
+    for (const refillPerSecond of [10_000, 9_999, 100_000, 1_000_000]) assert.equal(tokenBucket({ capacity: 5, refillPerSecond }).limit, 5);
   });
 });
 

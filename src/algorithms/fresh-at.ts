@@ -1,0 +1,104 @@
+import { defineAlgorithm, unchanged, type Algorithm } from './algorithm.js';
+
+/*
+ * The state shared by gcra and tokenBucket: the instant at which the key's state equals a fresh
+ * key's (GCRA's theoretical arrival time; the instant a bucket is full again). Both are one
+ * algorithm in two parametrisations: each admitted unit pushes that instant `step` further, and a
+ * request fits while the instant stays within `size` steps of now.
+ *
+ * KEY  the instant, split in two: the key's absolute expiry (PXAT), that instant rounded up to the
+ *      ms, and its value, how far before the expiry the instant lies, in units (0 <= value < perMs,
+ *      so below 10,000 and stored by Redis as a shared integer, which costs no memory)
+ * p    step (units per admitted unit), size (units admitted at once from a fresh key),
+ *      perMs (units per ms)
+ *
+ * `ahead` is how long until the key is fresh, in units: 0 for a missing key, and for a key whose
+ * expiry has passed by TIME while Redis's expiry clock (which can lag TIME by a ms, and stands still
+ * during a script) still keeps it, so both decide as a missing key does. Every sum is of integers
+ * below 2^53, so decisions are exact, and retryAfter is the first ms at which the very sum the next
+ * call computes fits. A key without a TTL (PERSIST by hand) has lost its instant: it reads as a key
+ * that admits nothing until `size` steps from now, and gets its expiry back on the next write (a
+ * denial's keep() included). A value that is not a remainder (a hand-written one, or one an older
+ * sluice stored) reads as 0: the expiry alone, rounded up, never admits too much. A live key is
+ * read with GET even when its value does not count, so that a key of another type fails with
+ * WRONGTYPE rather than being overwritten.
+ */
+function lua(id: string): string {
+  return `
+ALG.${id} = {}
+local function ${id}_ahead(key, now, p)
+  local at = redis.call('PEXPIRETIME', key)
+  if at ~= -1 and at <= now then return 0, false end
+  local rem = tonumber(redis.call('GET', key))
+  if at == -1 then return p[1] * p[2], true end
+  if not rem or rem < 0 or rem >= p[3] then rem = 0 end
+  return (at - now) * p[3] - rem, false
+end
+local function ${id}_write(key, now, ahead, perMs)
+  local reset = math.ceil(ahead / perMs)
+  redis.call('SET', key, reset * perMs - ahead, 'PXAT', now + reset)
+  return reset
+end
+function ALG.${id}.decide(key, cost, now, p)
+  local step, most, perMs = p[1], p[1] * p[2], p[3]
+  local ahead, lost = ${id}_ahead(key, now, p)
+  local over = ahead + cost * step - most
+  local d = { allowed = over <= 0, remaining = math.floor((most - ahead) / step), reset = math.ceil(ahead / perMs), retry = 0 }
+  if over > 0 then d.retry = math.ceil(over / perMs) end
+  function d.admit()
+    local after = ahead + cost * step
+    return math.floor((most - after) / step), ${id}_write(key, now, after, perMs), 0
+  end
+  function d.keep()
+    if lost then ${id}_write(key, now, ahead, perMs) end
+  end
+  return d
+end
+function ALG.${id}.refund(key, cost, now, p)
+  local ahead = ${id}_ahead(key, now, p)
+  if ahead == 0 then return false end
+  local after = math.max(0, ahead - cost * p[1])
+  if after == 0 then redis.call('DEL', key) else ${id}_write(key, now, after, p[3]) end
+  return true
+end
+`;
+}
+
+/** The write that holds `ahead`: the remainder as the value, the rounded-up instant as the expiry (relative to now). */
+function write(ahead: number, perMs: number) {
+  const reset = Math.ceil(ahead / perMs);
+  return { value: reset * perMs - ahead, ttlMs: reset };
+}
+
+/**
+ * The algorithm under the Lua table and key suffix `id`. The memory store only holds keys that
+ * have not expired by `now`, each with a TTL, so its entries are the live keys of the Lua.
+ */
+export function freshAtAlgorithm(id: string): Algorithm {
+  return defineAlgorithm<number>({
+    id,
+    lua: lua(id),
+    decide(now, entry, cost, [step = 1, size = 0, perMs = 1]) {
+      const most = step * size;
+      const ahead = entry ? entry.ttlMs * perMs - entry.value : 0;
+      const over = ahead + cost * step - most;
+      return {
+        allowed: over <= 0,
+        remaining: Math.floor((most - ahead) / step),
+        resetAfter: Math.ceil(ahead / perMs),
+        retryAfter: over > 0 ? Math.ceil(over / perMs) : 0,
+        admit() {
+          const after = ahead + cost * step;
+          const written = write(after, perMs);
+          return { write: written, remaining: Math.floor((most - after) / step), resetAfter: written.ttlMs, extra: 0 };
+        },
+        keep: () => undefined,
+      };
+    },
+    refund(_now, entry, cost, [step = 1, , perMs = 1]) {
+      if (!entry) return unchanged;
+      const after = Math.max(0, entry.ttlMs * perMs - entry.value - cost * step);
+      return { write: after === 0 ? null : write(after, perMs), done: true };
+    },
+  });
+}

@@ -1,7 +1,7 @@
 import { Ratelimit } from '@upstash/ratelimit';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import { createLimiter, fixedWindow, gcra, memoryStore, redisStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../src/index.js';
+import { createLimiter, fixedWindow, gcra, memoryStore, redisStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../dist/esm/index.js';
 import type { Decide } from './measure.js';
 import { upstashRedis } from './upstash-shim.js';
 

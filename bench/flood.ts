@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { createLimiter, fixedWindow, redisStore, type Decision, type Store } from '../src/index.js';
+import { createLimiter, fixedWindow, redisStore, type Decision, type Store } from '../dist/esm/index.js';
 
 export interface FloodResult {
   readonly calls: number;

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { createLimiter, redisStore } from '../src/index.js';
+import { createLimiter, redisStore } from '../dist/esm/index.js';
 import { THROUGHPUT, sluicePolicies } from './contenders.js';
 import { keysFor, measure, median } from './measure.js';
 

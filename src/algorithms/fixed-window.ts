@@ -41,22 +41,25 @@ function ALG.fw.decide(key, cost, now, p)
   local resetAfter = window - now % window
   local pttl, current = fw_current(key, now, window)
   local count = current or 0
-  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
-  if count > 0 then d.reset = resetAfter end
-  if not d.allowed then d.retry = resetAfter end
-  function d.admit()
-    if not current then
-      redis.call('SET', key, cost, 'PX', resetAfter + 1)
-    else
-      redis.call('INCRBY', key, cost)
+  local allowed = count + cost <= limit
+  return {
+    allowed = allowed,
+    remaining = limit - count,
+    reset = count > 0 and resetAfter or 0,
+    retry = allowed and 0 or resetAfter,
+    admit = function()
+      if not current then
+        redis.call('SET', key, cost, 'PX', resetAfter + 1)
+      else
+        redis.call('INCRBY', key, cost)
+        if pttl == -1 then redis.call('PEXPIRE', key, resetAfter + 1) end
+      end
+      return limit - count - cost, resetAfter, 0
+    end,
+    keep = function()
       if pttl == -1 then redis.call('PEXPIRE', key, resetAfter + 1) end
-    end
-    return limit - count - cost, resetAfter, 0
-  end
-  function d.keep()
-    if pttl == -1 then redis.call('PEXPIRE', key, resetAfter + 1) end
-  end
-  return d
+    end,
+  }
 end
 function ALG.fw.refund(key, cost, now, p)
   local _, count = fw_current(key, now, p[2])

@@ -94,7 +94,7 @@ interface Pending {
 /**
  * The deadlines of one guard's store calls. They all wait `ms`, so they fall due in the order they
  * were set: one timer, armed for the earliest, serves them all, instead of a timer per call. It
- * fires when that call is due, as a timer of its own would, and is cleared when nothing waits.
+ * fires when that call is due, as a timer of its own would, and lapses when nothing waits.
  */
 class Deadlines {
   private queue: Pending[] = [];
@@ -108,6 +108,9 @@ class Deadlines {
     if (this.waiting === 0) {
       this.queue = [];
       this.head = 0;
+      // Calls that settle at once (the memory store) would arm and clear a timer each: one timer
+      // stays armed instead, holding the process open only while a call waits.
+      this.timer?.ref();
     }
     const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
     this.queue.push(pending);
@@ -120,10 +123,7 @@ class Deadlines {
   finish(pending: Pending): boolean {
     if (pending.done) return false;
     pending.done = true;
-    if (--this.waiting === 0) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
+    if (--this.waiting === 0) this.timer?.unref();
     return true;
   }
 
@@ -146,6 +146,10 @@ class Deadlines {
     }
     const next = this.queue[this.head];
     if (this.waiting > 0 && next) this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(next.due - now)));
+    else {
+      this.queue = [];
+      this.head = 0;
+    }
     // Last, as they may call back into the limiter (a hook, a fallback limiter) and add deadlines.
     for (const pending of expired) pending.onTimeout();
   };

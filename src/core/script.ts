@@ -170,13 +170,16 @@ function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
 
 /** The driver's TypeScript twin: the same steps, over the entries [block, (strikes), ...policies]. */
 function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
+  // As in the Lua: a limiter's calls share their args array, which is read once.
+  const parsed = new WeakMap<readonly Arg[], ReturnType<typeof parseArgs>>();
   return (now, entries, args) => {
-    const call = parseArgs(args, algorithms);
+    let call = parsed.get(args);
+    if (call === undefined) parsed.set(args, (call = parseArgs(args, algorithms)));
     const first = call.strikesToBlock > 0 ? 2 : 1;
     const blockEntry = entries[0] as Entry<number> | undefined;
     const strikesEntry = first === 2 ? (entries[1] as Entry<number> | undefined) : undefined;
     const keys = entries.slice(first);
-    const writes: Write<unknown>[] = entries.map(() => undefined);
+    const writes = new Array<Write<unknown>>(entries.length);
     if (call.op === 'block') {
       writes[0] = { value: now + call.target, ttlMs: call.target };
       return { reply: [1, now, call.target], writes };

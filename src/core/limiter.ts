@@ -168,8 +168,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   const withStrikes = penalty.strikes > 0;
   const keysOf = (key: string, list: readonly Policy[]) => callKeys(prefix, key, list, withStrikes);
-  // The arguments of the limiter's own limit and peek calls, built once per cost: equal calls
-  // share one array, which also lets the Redis store send them once per batch.
+  // The arguments of the limiter's own calls (limit, peek, refund), built once per op and cost
+  // (for the first 64 of them): equal calls share one array, which the Redis store then sends once
+  // per batch, and which the twin and the Lua read once.
   const ownArgs = new Map<string, readonly string[]>();
 
   function argsOf(call: Call): readonly Arg[] {

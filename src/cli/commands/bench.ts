@@ -19,7 +19,7 @@ export const bench: Command = {
   summary: 'run the benchmark suite against the peers and write docs/benchmarks.md',
   help: `Usage: sluice bench [options]
 
-Runs the benchmark suite (npm run bench): sluice's algorithms beside rate-limiter-flexible,
+Runs the benchmark suite (npm run bench, which builds first): sluice's algorithms beside rate-limiter-flexible,
 @upstash/ratelimit and ioredis's INCR ceiling, against a redis-server it starts itself, with a
 progress line; prints the ratios and writes docs/benchmarks.md and docs/benchmarks.svg.
 Run it inside a clone of the sluice repository after npm ci, where the peers are installed.
@@ -38,11 +38,12 @@ Examples:
     if (root === undefined) {
       throw new UsageError('sluice bench: run it inside a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)');
     }
-    const args = ['--import', 'tsx', join('bench', 'run.ts')];
+    // As npm run bench does: build first, so the bench measures the package as it ships.
+    const args = ['run', 'bench', '--'];
     if (parsed.values.quick === true) args.push('--quick');
     if (typeof parsed.values.redis === 'string') args.push('--redis', parsed.values.redis);
     const code = await new Promise<number | null>((resolve, reject) => {
-      const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
+      const child = spawn(process.platform === 'win32' ? 'npm.cmd' : 'npm', args, { cwd: root, stdio: 'inherit' });
       child.once('error', reject);
       child.once('exit', resolve);
     });

@@ -55,8 +55,8 @@ local function callOf(ARGV)
 end
 `;
 
-// The driver as a function: it writes its reply into \`out\` after index \`at\` and returns its length,
-// so a batch collects every reply in one table. \`now\` is the server's time in ms.
+// The driver as a function: it writes its reply into `out` after index `at` and returns its length,
+// so a batch collects every reply in one table. `now` is the server's time in ms.
 const DRIVER = `
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
@@ -119,7 +119,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
 end
 `;
 
-/** Reads the server's time in ms, as every decision's `now`. */
+/** A Lua expression: the Redis server's time in ms, every decision's `now`. */
 export const SERVER_TIME_MS = `(function() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()`;
 
 // A call on its own: one decision, its reply the whole reply.

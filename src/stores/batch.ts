@@ -15,7 +15,7 @@ export interface BatchScript {
  *        number of keys of each, the number of args, then the args, once for all of them
  * reply  for each request: the length of its reply, then its reply; or -1 and an error message
  *
- * The script's setup (its algorithms and the driver, \`decideCall\`) runs once; then the driver
+ * The script's setup (its algorithms and the driver, `decideCall`) runs once; then the driver
  * decides each request as if it had been sent alone, after the requests before it in the batch,
  * writing its reply straight into the batch's. The batch reads TIME once: it runs at one instant
  * anyway, atomically. A request that fails (say, a key of the wrong type) fails alone: pcall keeps

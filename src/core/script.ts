@@ -58,6 +58,8 @@ end
 // The driver as a function: it writes its reply into `out` after index `at` and returns its length,
 // so a batch collects every reply in one table. `now` is the server's time in ms.
 const DRIVER = `
+-- Each policy's step, reused by every call of a batch: entries past the call's own policies are never read.
+local steps = {}
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, cost, policies, first = c.op, c.cost, c.policies, c.first
@@ -89,13 +91,15 @@ local function decideCall(KEYS, ARGV, now, out, at)
     return 3 + #policies * 5
   end
   if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
-  local steps, all = {}, true
-  for i, policy in ipairs(policies) do
+  local all = true
+  for i = 1, #policies do
+    local policy = policies[i]
     steps[i] = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek)
     all = all and steps[i].allowed
   end
   out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
-  for i, step in ipairs(steps) do
+  for i = 1, #policies do
+    local step = steps[i]
     local remaining, reset, extra = step.remaining, step.reset, 0
     if not peek then
       if all then remaining, reset, extra = step.admit() else step.keep() end

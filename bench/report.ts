@@ -145,8 +145,9 @@ ${latency}
 
 ## Redis memory per tracked client
 
-\`used_memory\` after two decisions (100 ms apart) for each of ${whole(report.bytesPerClient[0]?.clients ?? 0)} keys minus before, in an empty
-database per contender, for a typical quota (100 per hour). The plain counter is \`SET key 1 PX ...\` under a key
+\`used_memory\` after two decisions (100 ms apart) for each of ${whole(report.bytesPerClient[0]?.clients ?? 0)} keys minus before, on a
+redis-server of its own per contender (an empty database of the \`--redis\` server given instead), for a typical quota
+(100 per hour). The plain counter is \`SET key 1 PX ...\` under a key
 as long as sluice's. \`MEMORY USAGE\` is the mean over up to 200 of the contender's keys: the keys alone, while
 \`used_memory\` also counts whatever else grew in Redis during those calls.
 

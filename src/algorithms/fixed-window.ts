@@ -64,9 +64,13 @@ function ALG.fw.decide(key, cost, now, p)
   }
 end
 function ALG.fw.refund(key, cost, now, p)
-  local _, count = fw_current(key, now, p[2])
+  local pttl, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
-  redis.call('SET', key, math.max(0, count - cost), 'KEEPTTL')
+  if pttl >= 0 then
+    redis.call('SET', key, math.max(0, count - cost), 'KEEPTTL')
+  else
+    redis.call('SET', key, math.max(0, count - cost), 'PX', p[2] - now % p[2] + 1)
+  end
   return true
 end
 `;

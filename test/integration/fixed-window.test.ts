@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createLimiter, fixedWindow, redisStore } from '../../src/index.js';
+import { uniquePrefix, useRedis } from '../support/redis.js';
+
+const harness = useRedis();
+
+describe('fixed window in Redis: what each call writes', () => {
+  function limiter() {
+    const prefix = uniquePrefix();
+    return { limiter: createLimiter({ store: redisStore(harness.redis), policy: fixedWindow({ limit: 5, window: '1h' }), prefix }), key: `${prefix}:{k}:fw` };
+  }
+
+  it('admits with the count and its TTL in one write, keeping the TTL it has', async () => {
+    const { limiter: l, key } = limiter();
+    await l.limit('k');
+    const ttl = await harness.redis.pttl(key);
+    assert.ok(ttl > 0 && ttl <= 3_600_001, `PTTL ${ttl}`);
+    await l.limit('k', { cost: 2 });
+    assert.equal(await harness.redis.get(key), '3');
+    assert.ok((await harness.redis.pttl(key)) <= ttl, 'the window end stays where it was');
+  });
+
+  it('gives a counter that lost its TTL (PERSIST) one back on a refund too, keeping its count', async () => {
+    const { limiter: l, key } = limiter();
+    await l.limit('k', { cost: 3 });
+    assert.equal(await harness.redis.persist(key), 1);
+    assert.equal(await l.refund('k', 1), true);
+    assert.equal(await harness.redis.get(key), '2');
+    assert.ok((await harness.redis.pttl(key)) > 0, 'the refund set a TTL');
+  });
+});

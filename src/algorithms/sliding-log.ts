@@ -58,8 +58,14 @@ function ALG.sl.decide(key, cost, now, p, peek)
   end
   return d
 end
-function ALG.sl.refund(key, cost)
-  return #redis.call('ZPOPMAX', key, cost) > 0
+function ALG.sl.refund(key, cost, now, p)
+  if #redis.call('ZPOPMAX', key, cost) == 0 then return false end
+  -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
+  if redis.call('PTTL', key) == -1 then
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', key, tonumber(newest[2]) + p[2] - now + 1)
+  end
+  return true
 end
 `;
 

@@ -78,6 +78,8 @@ function ALG.sw.refund(key, cost, now, p)
   local start, previous, current, same = sw_counters(key, now, p[2])
   if not same or current == 0 then return false end
   redis.call('HSET', key, 'c', math.max(0, current - cost))
+  -- Counters that lost their TTL (PERSIST) get it back: they matter until the next window ends.
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, start + 2 * p[2] - now + 1) end
   return true
 end
 `;

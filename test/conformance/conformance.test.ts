@@ -119,6 +119,17 @@ for (const storeCase of harness.cases) {
             assert.ok(decisions.filter((d) => d.allowed).length <= 3, `${decisions.filter((d) => d.allowed).length} admitted`);
           });
 
+          it('gives a key that lost its TTL (PERSIST) a TTL again on a refund', async () => {
+            const limiter = limiterFor(storeCase, algorithm.policy(3, HOUR));
+            const key = `${limiter.prefix}:{k}:${limiter.policy.kind.id}`;
+            await limiter.limit('k', { cost: 2 });
+            assert.equal(await redisOf().persist(key), 1);
+            const refunded = await limiter.refund('k');
+            const ttl = await redisOf().pttl(key);
+            // A refund that empties the state may delete the key; one that keeps it keeps a TTL.
+            assert.ok(ttl > 0 || (ttl === -2 && refunded), `PTTL ${ttl} after a refund that returned ${refunded}`);
+          });
+
           it('leaves no key without a TTL after a mixed workload', async () => {
             const limiter = limiterFor(storeCase, algorithm.policy(5, 60_000));
             const work: Promise<unknown>[] = [];

@@ -174,7 +174,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const ownArgs = new Map<string, readonly string[]>();
 
   function argsOf(call: Call): readonly Arg[] {
-    if (call.policies !== policies || call.target !== 0) return scriptArgs(call);
+    if (call.policies !== policies || call.target !== 0 || call.ms !== 0) return scriptArgs(call);
     const id = `${call.op} ${call.cost}`;
     let args = ownArgs.get(id);
     if (args === undefined) {

@@ -13,19 +13,18 @@ export const DEFAULT_PREFIX = 'sluice';
 export const MAX_RAW_KEY_BYTES = 256;
 
 // A lone surrogate has no UTF-8 form: Redis clients would write U+FFFD for every one of them,
-// and two different keys would share one quota.
-const LONE_SURROGATE = /\p{Cs}/u;
+// and two different keys would share one quota. Such a string is not well-formed.
 
 export function validPrefix(value: unknown): string {
   if (value === undefined) return DEFAULT_PREFIX;
-  if (typeof value !== 'string' || !PREFIX.test(value) || LONE_SURROGATE.test(value)) {
+  if (typeof value !== 'string' || !PREFIX.test(value) || !value.isWellFormed()) {
     throw new InvalidOptionError('prefix', value, 'from 1 to 100 characters of well-formed Unicode without "{", "}" or spaces');
   }
   return value;
 }
 
 export function validKey(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || LONE_SURROGATE.test(value)) {
+  if (typeof value !== 'string' || value.length === 0 || !value.isWellFormed()) {
     throw new InvalidArgumentError('key', value, 'a non-empty string of well-formed Unicode');
   }
   return value;
@@ -35,36 +34,70 @@ export function validKey(value: unknown): string {
 const SURELY_SHORT = Math.floor(MAX_RAW_KEY_BYTES / 3);
 
 /**
- * What every Redis key of one client starts with: `<prefix>:{<key>}:`, or, for a key that is too
- * long or would end its own hash tag at once (a leading `}` makes the tag empty, so Redis Cluster
- * would hash the whole name and scatter one client's keys over slots), `<prefix>:#{<sha256 of
- * key>}:`. The `#` before the brace, where a plain key has `:`, keeps hashed and plain keys apart,
- * so distinct keys always get distinct Redis keys.
+ * Who a key's state belongs to: the key itself, or, for a key that is too long or would end its own
+ * Redis Cluster hash tag at once (a leading `}` makes the tag empty, so the cluster would hash the
+ * whole name and scatter one client's keys over slots), `}` and the key's SHA-256. A key that starts
+ * with `}` is always hashed, so a hashed id never equals a key used as it is.
  */
-function clientStem(prefix: string, key: string): string {
+export function clientId(key: string): string {
   if (key.startsWith('}') || (key.length > SURELY_SHORT && Buffer.byteLength(key) > MAX_RAW_KEY_BYTES)) {
-    return `${prefix}:#{${createHash('sha256').update(key).digest('hex')}}:`;
+    return `}${createHash('sha256').update(key).digest('hex')}`;
   }
-  return `${prefix}:{${key}}:`;
+  return key;
+}
+
+/**
+ * What every Redis key of one client starts with: `<prefix>:{<id>}:`, or, for a hashed id,
+ * `<prefix>:#{<sha256 of key>}:`. The `#` before the brace, where a plain key has `:`, keeps hashed
+ * and plain keys apart, so distinct keys always get distinct Redis keys.
+ */
+function clientStem(prefix: string, id: string): string {
+  return id.startsWith('}') ? `${prefix}:#{${id.slice(1)}}:` : `${prefix}:{${id}}:`;
 }
 
 /** The Redis key holding one part of a client's state, named by its suffix. */
 export function storageKey(prefix: string, key: string, suffix: string): string {
-  return clientStem(prefix, key) + suffix;
+  return clientStem(prefix, clientId(key)) + suffix;
 }
 
 /**
- * The keys of one call, in the driver's order: the block key, the strikes key (consecutive
- * denials; only for a limiter with a penalty box, the only one that counts them), then one key per
- * policy, suffixed by its algorithm and its place in the list, so a per-call list of the same
- * shape (a tier) shares the state of the limiter's own.
+ * The suffixes of one call's keys, in the driver's order: the block key, the strikes key
+ * (consecutive denials; only for a limiter with a penalty box, the only one that counts them), then
+ * one key per policy, suffixed by its algorithm and its place in the list, so a per-call list of the
+ * same shape (a tier) shares the state of the limiter's own.
  */
+export function callSuffixes(policies: readonly { readonly kind: { readonly id: string } }[], withStrikes = false): string[] {
+  const suffixes = withStrikes ? ['blk', 'str'] : ['blk'];
+  policies.forEach(({ kind }, i) => suffixes.push(i === 0 ? kind.id : `${kind.id}${i}`));
+  return suffixes;
+}
+
+/** The Redis keys of one call: its client's stem and each of `callSuffixes`. */
 export function callKeys(prefix: string, key: string, policies: readonly { readonly kind: { readonly id: string } }[], withStrikes = false): string[] {
-  const stem = clientStem(prefix, key);
-  const keys = withStrikes ? [`${stem}blk`, `${stem}str`] : [`${stem}blk`];
-  for (let i = 0; i < policies.length; i++) {
-    const id = (policies[i] as { readonly kind: { readonly id: string } }).kind.id;
-    keys.push(i === 0 ? stem + id : `${stem}${id}${i}`);
-  }
-  return keys;
+  return stemmed(prefix, clientId(key), callSuffixes(policies, withStrikes));
+}
+
+/** The Redis keys of one client's state parts. */
+export function stemmed(prefix: string, id: string, suffixes: readonly string[]): string[] {
+  const stem = clientStem(prefix, id);
+  return suffixes.map((suffix) => stem + suffix);
+}
+
+/**
+ * A Redis key split back into its client's id and the part's name (`<prefix> <suffix>`; a prefix
+ * holds no space), as the memory store holds it. Undefined for a key sluice does not write.
+ */
+export function splitKey(key: string): { id: string; part: string } | undefined {
+  const open = key.indexOf('{');
+  const close = key.lastIndexOf('}:');
+  if (open < 2 || close < open) return undefined;
+  const hashed = key[open - 1] === '#';
+  const prefix = key.slice(0, open - (hashed ? 2 : 1));
+  const id = key.slice(open + 1, close);
+  return { id: hashed ? `}${id}` : id, part: partName(prefix, key.slice(close + 2)) };
+}
+
+/** The memory store's name for one part of a client's state. */
+export function partName(prefix: string, suffix: string): string {
+  return `${prefix} ${suffix}`;
 }

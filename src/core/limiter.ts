@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Store } from '../stores/store.js';
+import { decideNow, isLocalStore, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
-import { callKeys, validKey, validPrefix } from './keys.js';
-import { compiled, scriptArgs, scriptFor, type Call, type Op } from './script.js';
+import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
+import { compiled, scriptArgs, scriptFor, type Op } from './script.js';
 import type { Arg, Decision, Policy, PolicyDecision, Reply } from './types.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
@@ -141,6 +141,12 @@ function decide(reply: Reply, policies: readonly Policy[]): Decision {
   return decision;
 }
 
+/** The suffixes of a call's Redis keys and the memory store's names for the same parts. */
+function layoutOf(prefix: string, list: readonly Policy[], withStrikes: boolean) {
+  const suffixes = callSuffixes(list, withStrikes);
+  return { suffixes, parts: suffixes.map((suffix) => partName(prefix, suffix)) };
+}
+
 /** What consume() sent for acquire(): the policies and cost, and the store's reply if it answered. */
 interface Sent {
   list: readonly Policy[];
@@ -167,26 +173,51 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   const withStrikes = penalty.strikes > 0;
-  const keysOf = (key: string, list: readonly Policy[]) => callKeys(prefix, key, list, withStrikes);
+  const local = isLocalStore(store) ? store : undefined;
+  const ownLayout = layoutOf(prefix, policies, withStrikes);
+  const layout = (list: readonly Policy[]) => (list === policies ? ownLayout : layoutOf(prefix, list, withStrikes));
+  const keysOf = (id: string, list: readonly Policy[]) => stemmed(prefix, id, layout(list).suffixes);
   // The arguments of the limiter's own calls (limit, peek, refund), built once per op and cost
-  // (for the first 64 of them): equal calls share one array, which the Redis store then sends once
-  // per batch, and which the twin and the Lua read once.
-  const ownArgs = new Map<string, readonly string[]>();
+  // (for the first 64 costs of each): equal calls share one array, which the Redis store then
+  // sends once per batch, and which the twin and the Lua read once.
+  const ownArgs = new Map<Op, Map<number, readonly string[]>>();
 
-  function argsOf(call: Call): readonly Arg[] {
-    if (call.policies !== policies || call.target !== 0 || call.ms !== 0) return scriptArgs(call);
-    const id = `${call.op} ${call.cost}`;
-    let args = ownArgs.get(id);
-    if (args === undefined) {
-      args = scriptArgs(call).map(String);
-      if (ownArgs.size < 64) ownArgs.set(id, args);
-    }
-    return args;
+  function argsOf(list: readonly Policy[], op: Op, cost: number, target: number, ms: number): readonly Arg[] {
+    const own = list === policies && target === 0 && ms === 0;
+    const known = own ? ownArgs.get(op)?.get(cost) : undefined;
+    if (known !== undefined) return known;
+    const args = scriptArgs({ op, cost, target, ms, penalty, policies: list });
+    if (!own) return args;
+    let byCost = ownArgs.get(op);
+    if (byCost === undefined) ownArgs.set(op, (byCost = new Map()));
+    const shared = args.map(String);
+    if (byCost.size < 64) byCost.set(cost, shared);
+    return shared;
   }
 
-  function run(key: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
-    const call: Call = { op, cost, target, ms, penalty, policies: list };
-    return store.run(compiled(list).script, keysOf(key, list), argsOf(call));
+  function run(id: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
+    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms));
+  }
+
+  /**
+   * A limit or peek decision. A local store answers at once and cannot fail; any other store is
+   * asked through the failure guard. `sent` learns the store's reply, if it answered.
+   */
+  function decideBy(id: string, list: readonly Policy[], op: 'limit' | 'peek', cost: number, fallback: (limiter: Limiter) => Promise<Decision>, sent?: Sent) {
+    if (local) {
+      const reply = local[decideNow](id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
+      if (sent) sent.reply = reply;
+      return Promise.resolve(decide(reply, list));
+    }
+    return guard.decide(
+      list,
+      () =>
+        run(id, list, op, cost).then((reply) => {
+          if (sent) sent.reply = reply;
+          return decide(reply, list);
+        }),
+      fallback,
+    );
   }
 
   function policiesFor(value: unknown): readonly Policy[] {
@@ -211,15 +242,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const cached = cache?.lookup(k);
     if (cached) return Promise.resolve(shadow ? shadowed(cached) : cached);
     const sentAt = cache?.now() ?? 0;
-    let decision = guard.decide(
-      list,
-      () =>
-        run(k, list, 'limit', cost).then((reply) => {
-          if (sent) sent.reply = reply;
-          return decide(reply, list);
-        }),
-      (fallback) => (leases ? fallback.acquire(k, { cost }) : fallback.limit(k, { cost })),
-    );
+    const fallback = (other: Limiter) => (leases ? other.acquire(k, { cost }) : other.limit(k, { cost }));
+    let decision = decideBy(clientId(k), list, 'limit', cost, fallback, sent);
     if (cache) {
       decision = decision.then((made) => {
         cache.learn(k, made, sentAt);
@@ -245,7 +269,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
-      return guard.decide(list, () => run(k, list, 'peek').then((reply) => decide(reply, list)), (fallback) => fallback.peek(k));
+      return decideBy(clientId(k), list, 'peek', 1, (fallback) => fallback.peek(k));
     },
     async reset(key) {
       const k = validKey(key);
@@ -257,13 +281,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const list = policiesFor(callOptions(refundOptions).policy);
       if (!Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
       denied?.forget(k);
-      return (await guard.settle(() => run(k, list, 'refund', cost)))[0] === 1;
+      return (await guard.settle(() => run(clientId(k), list, 'refund', cost)))[0] === 1;
     },
     async block(key, duration) {
       const k = validKey(key);
       const ms = parseDuration('duration', duration, 1, InvalidArgumentError);
       denied?.forget(k);
-      await guard.settle(() => run(k, policies, 'block', 1, ms));
+      await guard.settle(() => run(clientId(k), policies, 'block', 1, ms));
     },
     async waitFor(key, waitOptions) {
       const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
@@ -284,7 +308,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
       // is its own to release, and 'allow' or 'deny' took no slot.
       if (reply === undefined && 'release' in decision) return decision as Lease;
-      const keys = keysOf(key, list);
+      const keys = keysOf(clientId(key), list);
       const first = withStrikes ? 2 : 1;
       // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
       const held = list.flatMap((policy, i) => {

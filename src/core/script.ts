@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Algorithm, Step } from '../algorithms/algorithm.js';
-import type { Arg, Entry, Reply, Script, Write } from './types.js';
+import type { Arg, Entry, Script, Write } from './types.js';
 
 /** What a call asks of the script. */
 export type Op = 'limit' | 'peek' | 'refund' | 'release' | 'extend' | 'block';
@@ -179,10 +179,8 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
   return (now, entries, args) => {
     let call = parsed.get(args);
     if (call === undefined) parsed.set(args, (call = parseArgs(args, algorithms)));
+    const { policies, cost } = call;
     const first = call.strikesToBlock > 0 ? 2 : 1;
-    const blockEntry = entries[0] as Entry<number> | undefined;
-    const strikesEntry = first === 2 ? (entries[1] as Entry<number> | undefined) : undefined;
-    const keys = entries.slice(first);
     const writes = new Array<Write<unknown>>(entries.length);
     if (call.op === 'block') {
       writes[0] = { value: now + call.target, ttlMs: call.target };
@@ -190,30 +188,40 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     }
     if (call.op === 'refund' || call.op === 'release' || call.op === 'extend') {
       let done = 0;
-      call.policies.forEach(({ kind, params }, i) => {
-        const entry = keys[i];
+      policies.forEach(({ kind, params }, i) => {
+        const entry = entries[first + i];
         const result =
           call.op === 'refund'
-            ? kind.refund(now, entry, call.cost, params)
+            ? kind.refund(now, entry, cost, params)
             : call.op === 'release'
-              ? kind.release?.(now, entry, call.cost, params, call.target)
-              : kind.extend?.(now, entry, call.cost, params, call.target, call.ms);
+              ? kind.release?.(now, entry, cost, params, call.target)
+              : kind.extend?.(now, entry, cost, params, call.target, call.ms);
         if (result?.done) done = 1;
         writes[first + i] = result?.write;
       });
       return { reply: [done, now, 0], writes };
     }
     const peek = call.op === 'peek';
-    const blockedUntil = blockEntry?.value ?? 0;
+    const blockedUntil = (entries[0] as Entry<number> | undefined)?.value ?? 0;
+    const reply: number[] = [0, now, 0];
     if (blockedUntil > now) {
       const blocked = blockedUntil - now;
-      return { reply: [0, now, blocked, ...call.policies.flatMap(() => [0, 0, blocked, blocked, 0])], writes };
+      reply[2] = blocked;
+      for (let i = 0; i < policies.length; i++) reply.push(0, 0, blocked, blocked, 0);
+      return { reply, writes };
     }
     if (blockedUntil > 0 && !peek) writes[0] = null;
-    const steps: Step<unknown>[] = call.policies.map(({ kind, params }, i) => kind.decide(now, keys[i], call.cost, params, peek));
-    const all = steps.every((step) => step.allowed);
-    const reply: number[] = [all ? 1 : 0, now, 0];
-    steps.forEach((step, i) => {
+    const steps = new Array<Step<unknown>>(policies.length);
+    let all = true;
+    for (let i = 0; i < policies.length; i++) {
+      const { kind, params } = policies[i] as (typeof policies)[number];
+      const step = kind.decide(now, entries[first + i], cost, params, peek);
+      steps[i] = step;
+      all &&= step.allowed;
+    }
+    reply[0] = all ? 1 : 0;
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i] as Step<unknown>;
       let { remaining, resetAfter } = step;
       let extra = 0;
       if (!peek) {
@@ -226,16 +234,16 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         }
       }
       reply.push(step.allowed ? 1 : 0, Math.max(0, remaining), resetAfter, step.retryAfter, extra);
-    });
+    }
     if (!peek && call.strikesToBlock > 0) {
       if (all) writes[1] = null;
       else {
-        const strikes = (strikesEntry?.value ?? 0) + 1;
+        const strikes = ((entries[1] as Entry<number> | undefined)?.value ?? 0) + 1;
         writes[1] = strikes >= call.strikesToBlock ? null : { value: strikes, ttlMs: call.blockMs };
         if (strikes >= call.strikesToBlock) writes[0] = { value: now + call.blockMs, ttlMs: call.blockMs };
       }
     }
-    return { reply: reply as Reply, writes };
+    return { reply, writes };
   };
 }
 

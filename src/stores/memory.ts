@@ -1,7 +1,8 @@
 import { InvalidOptionError } from '../core/errors.js';
-import type { Arg, Reply, Script } from '../core/types.js';
+import { splitKey } from '../core/keys.js';
+import type { Arg, Entry, Reply, Script } from '../core/types.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
-import type { Store } from './store.js';
+import { decideNow, type LocalStore } from './store.js';
 
 export interface MemoryStoreOptions {
   /** The most keys held; past it one not used lately is evicted (nearly least recently used). Default 100,000. */
@@ -10,19 +11,33 @@ export interface MemoryStoreOptions {
   now?: () => number;
 }
 
-interface Slot {
-  readonly key: string;
+/** One part of a client's state: what Redis holds under one key. */
+interface Part {
+  /** `<prefix> <suffix>`: which limiter's part, and which part (see partName). */
+  readonly name: string;
   value: unknown;
   expiresAt: number;
+}
+
+/**
+ * Everything held for one client key, under the key itself: a call finds its client with one
+ * lookup of the string it was given (whose hash the engine keeps), not of a key built per call.
+ */
+interface Client {
+  readonly id: string;
+  /** Usually one or two; a call's part names are the same strings every time, so a scan finds them. */
+  readonly parts: Part[];
   /** Used since eviction last looked at it: it gets a second chance instead of being evicted. */
   used: boolean;
 }
 
-// Each call also checks this many entries for expiry, continuing where the last call stopped:
-// expired keys are reclaimed without a timer per key and without a timer keeping the process alive.
-const SWEEP_PER_CALL = 2;
+// Each part added checks this many clients for expired parts, continuing where the last one
+// stopped: expired state is reclaimed without a timer per key and without a timer keeping the
+// process alive, and as fast as new state arrives. Only new state makes the store grow, so only
+// it pays for the sweep; a call on state already held touches no other client's memory.
+const SWEEP_PER_NEW_PART = 2;
 
-export interface MemoryStore extends Store {
+export interface MemoryStore extends LocalStore {
   /** How many keys are held now, expired ones not yet swept included. */
   readonly size: number;
 }
@@ -33,25 +48,43 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const maxKeys = o.maxKeys === undefined ? 100_000 : positiveInteger('maxKeys', o.maxKeys);
   if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('now', o.now, 'a function returning ms');
   const now = (o.now as (() => number) | undefined) ?? Date.now;
-  // Keys in insertion order, each slot updated in place. Eviction is "second chance" (CLOCK):
-  // from the oldest, a slot used since it was last looked at is moved to the end and spared, the
-  // first one unused is evicted. Nearly LRU, without moving a key on every use (which costs a
+  // Clients in insertion order, each updated in place. Eviction is "second chance" (CLOCK): from
+  // the oldest, a client used since it was last looked at is moved to the end and spared, the
+  // first one unused is evicted. Nearly LRU, without moving a client on every use (which costs a
   // delete and an insert, and makes the Map rehash as its holes pile up).
-  const slots = new Map<string, Slot>();
-  let sweep = slots.values();
+  const clients = new Map<string, Client>();
+  // Parts held by all clients: the keys Redis would hold.
+  let held = 0;
+  let sweep = clients.values();
   // Eviction keeps its place: a fresh iterator would step again over every entry deleted at the
   // front and not yet compacted away, making each insert past maxKeys cost O(maxKeys) under a
   // flood of new keys.
-  let eviction = slots.values();
+  let eviction = clients.values();
+
+  function forget(client: Client): void {
+    clients.delete(client.id);
+    held -= client.parts.length;
+  }
+
+  function dropExpired(client: Client, time: number): void {
+    const { parts } = client;
+    for (let i = parts.length - 1; i >= 0; i--) {
+      if ((parts[i] as Part).expiresAt <= time) {
+        parts.splice(i, 1);
+        held--;
+      }
+    }
+    if (parts.length === 0) clients.delete(client.id);
+  }
 
   function sweepSome(time: number): void {
-    for (let i = 0; i < SWEEP_PER_CALL; i++) {
+    for (let i = 0; i < SWEEP_PER_NEW_PART; i++) {
       const next = sweep.next();
       if (next.done) {
-        sweep = slots.values();
+        sweep = clients.values();
         return;
       }
-      if (next.value.expiresAt <= time) slots.delete(next.value.key);
+      dropExpired(next.value, time);
     }
   }
 
@@ -59,59 +92,99 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     for (;;) {
       let next = eviction.next();
       if (next.done) {
-        eviction = slots.values();
+        eviction = clients.values();
         next = eviction.next();
         if (next.done) return;
       }
-      const slot = next.value;
-      slots.delete(slot.key);
-      if (!slot.used) return;
+      const client = next.value;
+      forget(client);
+      if (!client.used) return;
       // A second chance: to the end of the line, where the cursor meets it again later.
-      slot.used = false;
-      slots.set(slot.key, slot);
+      client.used = false;
+      clients.set(client.id, client);
+      held += client.parts.length;
     }
   }
 
-  function read(key: string, time: number) {
-    const slot = slots.get(key);
-    if (slot === undefined || slot.expiresAt <= time) return undefined;
-    slot.used = true;
-    return { value: slot.value, ttlMs: slot.expiresAt - time };
+  function partOf(client: Client | undefined, name: string): Part | undefined {
+    if (client === undefined) return undefined;
+    for (const part of client.parts) if (part.name === name) return part;
+    return undefined;
   }
 
-  function write(key: string, value: unknown, ttlMs: number, time: number): void {
-    const slot = slots.get(key);
-    if (slot !== undefined) {
-      slot.value = value;
-      slot.expiresAt = time + ttlMs;
-      slot.used = true;
-      return;
+  function write(id: string, name: string, value: unknown, expiresAt: number, time: number): void {
+    let client = clients.get(id);
+    if (client === undefined) clients.set(id, (client = { id, parts: [], used: false }));
+    else client.used = true;
+    const part = partOf(client, name);
+    if (part !== undefined) {
+      part.value = value;
+      part.expiresAt = expiresAt;
+    } else {
+      client.parts.push({ name, value, expiresAt });
+      held++;
+      sweepSome(time);
     }
-    slots.set(key, { key, value, expiresAt: time + ttlMs, used: false });
-    if (slots.size > maxKeys) evictOne();
+  }
+
+  function remove(id: string, name: string): void {
+    const client = clients.get(id);
+    const part = partOf(client, name);
+    if (client === undefined || part === undefined) return;
+    client.parts.splice(client.parts.indexOf(part), 1);
+    held--;
+    if (client.parts.length === 0) clients.delete(id);
+  }
+
+  /** One atomic step on parts of clients: `ids` is one client's id, or each part's own. */
+  function execute(ids: string | readonly string[], names: readonly string[], script: Script, args: readonly Arg[]): Reply {
+    const time = now();
+    const entries = new Array<Entry<unknown> | undefined>(names.length);
+    let client: Client | undefined;
+    for (let i = 0; i < names.length; i++) {
+      const id = typeof ids === 'string' ? ids : (ids[i] as string);
+      if (client?.id !== id) client = clients.get(id);
+      const part = partOf(client, names[i] as string);
+      if (part === undefined || part.expiresAt <= time) continue;
+      (client as Client).used = true;
+      entries[i] = { value: part.value, ttlMs: part.expiresAt - time };
+    }
+    const { reply, writes } = script.twin(time, entries, args);
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i];
+      if (w === undefined) continue;
+      const id = typeof ids === 'string' ? ids : (ids[i] as string);
+      if (w === null) remove(id, names[i] as string);
+      else write(id, names[i] as string, w.value, time + w.ttlMs, time);
+    }
+    while (held > maxKeys && clients.size > 0) evictOne();
+    return reply;
+  }
+
+  /** Each Redis key's client and part; a key sluice does not write is a part of its own. */
+  function split(keys: readonly string[]): { ids: string[]; names: string[] } {
+    const ids: string[] = [];
+    const names: string[] = [];
+    for (const key of keys) {
+      const found = splitKey(key);
+      ids.push(found?.id ?? key);
+      names.push(found?.part ?? '');
+    }
+    return { ids, names };
   }
 
   return {
     get size() {
-      return slots.size;
+      return held;
     },
-    run(script: Script, keys: readonly string[], args: readonly Arg[]): Promise<Reply> {
-      const time = now();
-      sweepSome(time);
-      const entries = [];
-      for (const key of keys) entries.push(read(key, time));
-      const { reply, writes } = script.twin(time, entries, args);
-      for (let i = 0; i < writes.length; i++) {
-        const w = writes[i];
-        const key = keys[i];
-        if (w === undefined || key === undefined) continue;
-        if (w === null) slots.delete(key);
-        else write(key, w.value, w.ttlMs, time);
-      }
-      return Promise.resolve(reply);
+    run(script, keys, args) {
+      const { ids, names } = split(keys);
+      return Promise.resolve(execute(ids, names, script, args));
     },
-    delete(keys: readonly string[]): Promise<void> {
-      for (const key of keys) slots.delete(key);
+    [decideNow]: execute,
+    delete(keys) {
+      const { ids, names } = split(keys);
+      ids.forEach((id, i) => remove(id, names[i] as string));
       return Promise.resolve();
     },
   };

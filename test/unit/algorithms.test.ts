@@ -172,14 +172,19 @@ describe('memoryStore', () => {
     assert.equal((await limiter.peek('c')).remaining, 4);
   });
 
-  it('sweeps expired keys as it is used, with no timers', async () => {
+  it('sweeps expired keys as new ones arrive, with no timers', async () => {
     const clock = { now: 0 };
     const store = memoryStore({ now: () => clock.now });
     const limiter = createLimiter({ store, policy: fixedWindow({ limit: 5, window: '1s' }) });
     for (let i = 0; i < 1000; i++) await limiter.limit(`old:${i}`);
     assert.equal(store.size, 1000);
     clock.now = 5_000;
-    for (let i = 0; i < 600; i++) await limiter.peek('live');
-    assert.equal(store.size, 0);
+    // Each new key sweeps two others; calls on state already held sweep nothing.
+    await limiter.limit('new:0');
+    assert.equal(store.size, 1000 + 1 - 2);
+    for (let i = 0; i < 10; i++) await limiter.limit('new:0');
+    assert.equal(store.size, 999);
+    for (let i = 1; i < 600; i++) await limiter.limit(`new:${i}`);
+    assert.equal(store.size, 600);
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_RAW_KEY_BYTES, callKeys, storageKey } from '../../src/core/keys.js';
+import { MAX_RAW_KEY_BYTES, callKeys, clientId, partName, splitKey, storageKey } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
@@ -17,6 +17,18 @@ describe('keys', () => {
     assert.equal(storageKey('p', 'x'.repeat(MAX_RAW_KEY_BYTES), 'fw'), `p:{${'x'.repeat(MAX_RAW_KEY_BYTES)}}:fw`);
     assert.match(storageKey('p', 'x'.repeat(MAX_RAW_KEY_BYTES + 1), 'fw'), /^p:#\{[0-9a-f]{64}\}:fw$/);
     assert.match(storageKey('p', '}a', 'fw'), /^p:#\{[0-9a-f]{64}\}:fw$/);
+  });
+
+  it('splits every Redis key back into its client and part, as the memory store holds them', () => {
+    const ids = new Set<string>();
+    for (const key of hostileKeys) {
+      for (const [prefix, suffix] of [['p', 'fw'], ['a:b#c', 'blk'], ['p', 'sl1']] as const) {
+        assert.deepEqual(splitKey(storageKey(prefix, key, suffix)), { id: clientId(key), part: partName(prefix, suffix) }, JSON.stringify(key.slice(0, 20)));
+      }
+      ids.add(clientId(key));
+    }
+    assert.equal(ids.size, hostileKeys.length, 'distinct keys, distinct clients');
+    assert.equal(splitKey('not-ours'), undefined);
   });
 
   it('rejects keys and prefixes with lone surrogates, which have no UTF-8 form to keep them apart', async () => {

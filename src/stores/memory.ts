@@ -14,19 +14,20 @@ export interface MemoryStoreOptions {
 /** One part of a client's state: what Redis holds under one key. */
 interface Part {
   /** `<prefix> <suffix>`: which limiter's part, and which part (see partName). */
-  readonly name: string;
+  name: string;
   value: unknown;
   expiresAt: number;
+  next: Part | undefined;
 }
 
 /**
  * Everything held for one client key, under the key itself: a call finds its client with one
  * lookup of the string it was given (whose hash the engine keeps), not of a key built per call.
+ * The client is the first of its parts, chained: most clients hold one part (a policy's state; a
+ * block is rare), which a call then reads without touching another object.
  */
-interface Client {
+interface Client extends Part {
   readonly id: string;
-  /** Usually one or two; a call's part names are the same strings every time, so a scan finds them. */
-  readonly parts: Part[];
   /** Used since eviction last looked at it: it gets a second chance instead of being evicted. */
   used: boolean;
 }
@@ -61,20 +62,44 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // flood of new keys.
   let eviction = clients.values();
 
+  function partCount(client: Client): number {
+    let count = 0;
+    for (let part: Part | undefined = client; part; part = part.next) count++;
+    return count;
+  }
+
   function forget(client: Client): void {
     clients.delete(client.id);
-    held -= client.parts.length;
+    held -= partCount(client);
+  }
+
+  function partOf(client: Client | undefined, name: string): Part | undefined {
+    for (let part: Part | undefined = client; part; part = part.next) if (part.name === name) return part;
+    return undefined;
+  }
+
+  function remove(id: string, name: string): void {
+    const client = clients.get(id);
+    const part = partOf(client, name);
+    if (client === undefined || part === undefined) return;
+    held--;
+    const { next } = client;
+    if (part !== client) {
+      let before: Part = client;
+      while (before.next !== part) before = before.next as Part;
+      before.next = part.next;
+    } else if (next === undefined) {
+      clients.delete(id);
+    } else {
+      // The client object stays (the map holds it); the second part's state moves into it.
+      Object.assign(client, { name: next.name, value: next.value, expiresAt: next.expiresAt, next: next.next });
+    }
   }
 
   function dropExpired(client: Client, time: number): void {
-    const { parts } = client;
-    for (let i = parts.length - 1; i >= 0; i--) {
-      if ((parts[i] as Part).expiresAt <= time) {
-        parts.splice(i, 1);
-        held--;
-      }
-    }
-    if (parts.length === 0) clients.delete(client.id);
+    const expired: string[] = [];
+    for (let part: Part | undefined = client; part; part = part.next) if (part.expiresAt <= time) expired.push(part.name);
+    for (const name of expired) remove(client.id, name);
   }
 
   function sweepSome(time: number): void {
@@ -102,38 +127,26 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       // A second chance: to the end of the line, where the cursor meets it again later.
       client.used = false;
       clients.set(client.id, client);
-      held += client.parts.length;
+      held += partCount(client);
     }
-  }
-
-  function partOf(client: Client | undefined, name: string): Part | undefined {
-    if (client === undefined) return undefined;
-    for (const part of client.parts) if (part.name === name) return part;
-    return undefined;
   }
 
   function write(id: string, name: string, value: unknown, expiresAt: number, time: number): void {
-    let client = clients.get(id);
-    if (client === undefined) clients.set(id, (client = { id, parts: [], used: false }));
-    else client.used = true;
-    const part = partOf(client, name);
-    if (part !== undefined) {
-      part.value = value;
-      part.expiresAt = expiresAt;
-    } else {
-      client.parts.push({ name, value, expiresAt });
-      held++;
-      sweepSome(time);
-    }
-  }
-
-  function remove(id: string, name: string): void {
     const client = clients.get(id);
-    const part = partOf(client, name);
-    if (client === undefined || part === undefined) return;
-    client.parts.splice(client.parts.indexOf(part), 1);
-    held--;
-    if (client.parts.length === 0) clients.delete(id);
+    if (client === undefined) {
+      clients.set(id, { id, used: false, name, value, expiresAt, next: undefined });
+    } else {
+      client.used = true;
+      const part = partOf(client, name);
+      if (part !== undefined) {
+        part.value = value;
+        part.expiresAt = expiresAt;
+        return;
+      }
+      client.next = { name, value, expiresAt, next: client.next };
+    }
+    held++;
+    sweepSome(time);
   }
 
   /** One atomic step on parts of clients: `ids` is one client's id, or each part's own. */

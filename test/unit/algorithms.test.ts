@@ -172,6 +172,21 @@ describe('memoryStore', () => {
     assert.equal((await limiter.peek('c')).remaining, 4);
   });
 
+  it("keeps a client's other state when its first part expires and is swept", async () => {
+    const clock = { now: 0 };
+    const store = memoryStore({ now: () => clock.now });
+    const limiter = createLimiter({ store, policy: fixedWindow({ limit: 5, window: '1h' }) });
+    await limiter.block('k', 1000); // the block is the client's first part
+    clock.now = 2000;
+    // The counter is new state: it sweeps, and the sweep finds this client's expired block.
+    await limiter.limit('k');
+    await limiter.limit('k');
+    assert.equal(store.size, 1, 'the counter alone');
+    assert.equal((await limiter.peek('k')).remaining, 3);
+    await limiter.block('k', 1000);
+    assert.equal((await limiter.limit('k')).blockedForMs, 1000);
+  });
+
   it('sweeps expired keys as new ones arrive, with no timers', async () => {
     const clock = { now: 0 };
     const store = memoryStore({ now: () => clock.now });

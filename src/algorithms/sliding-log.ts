@@ -30,33 +30,36 @@ type Member = readonly [score: number, id: number];
  */
 const LUA = `
 ALG.sl = {}
-function ALG.sl.decide(key, cost, now, p, peek)
+function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   local cutoff = now - window
   if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
   local count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
-  if count > 0 then d.reset = tonumber(newest[2]) + window - now end
-  if not d.allowed then
+  local reset, retry = 0, 0
+  if count > 0 then reset = tonumber(newest[2]) + window - now end
+  local allowed = count + cost <= limit
+  if not allowed then
     local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    d.retry = tonumber(leaving[2]) + window - now
+    retry = tonumber(leaving[2]) + window - now
   end
-  function d.admit()
-    local id, at = now * 1000, now
-    if newest[1] then
-      id = math.max(id, tonumber(newest[1]) + 1)
-      at = math.max(now, tonumber(newest[2]))
-    end
-    for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
-    local reset = at + window - now
-    redis.call('PEXPIRE', key, reset + 1)
-    return limit - count - cost, reset, 0
+  state.count, state.newest, state.reset = count, newest, reset
+  return allowed, limit - count, reset, retry
+end
+function ALG.sl.admit(key, cost, now, p, state)
+  local newest, window = state.newest, p[2]
+  local id, at = now * 1000, now
+  if newest[1] then
+    id = math.max(id, tonumber(newest[1]) + 1)
+    at = math.max(now, tonumber(newest[2]))
   end
-  function d.keep()
-    if count > 0 then redis.call('PEXPIRE', key, d.reset + 1) end
-  end
-  return d
+  for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
+  local reset = at + window - now
+  redis.call('PEXPIRE', key, reset + 1)
+  return p[1] - state.count - cost, reset, 0
+end
+function ALG.sl.keep(key, cost, now, p, state)
+  if state.count > 0 then redis.call('PEXPIRE', key, state.reset + 1) end
 end
 function ALG.sl.refund(key, cost, now, p)
   if #redis.call('ZPOPMAX', key, cost) == 0 then return false end

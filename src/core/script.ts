@@ -40,7 +40,9 @@ local function callOf(ARGV)
     for i = 1, tonumber(ARGV[7]) do
       local count, p = tonumber(ARGV[pos + 1]), {}
       for j = 1, count do p[j] = tonumber(ARGV[pos + 1 + j]) end
-      policies[i] = { alg = ALG[ARGV[pos]], p = p }
+      -- state: what the policy's decide leaves for its admit or keep, a table reused by every
+      -- request of the batch that shares this ARGV (they run one after the other)
+      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = {} }
       pos = pos + 2 + count
     end
     local strikes = tonumber(ARGV[5])
@@ -58,8 +60,6 @@ end
 // The driver as a function: it writes its reply into `out` after index `at` and returns its length,
 // so a batch collects every reply in one table. `now` is the server's time in ms.
 const DRIVER = `
--- Each policy's step, reused by every call of a batch: entries past the call's own policies are never read.
-local steps = {}
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, cost, policies, first = c.op, c.cost, c.policies, c.first
@@ -91,21 +91,26 @@ local function decideCall(KEYS, ARGV, now, out, at)
     return 3 + #policies * 5
   end
   if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
+  -- Each policy's reply is written as it decides; admitting the request then overwrites its
+  -- remaining, reset and extra.
   local all = true
   for i = 1, #policies do
-    local policy = policies[i]
-    steps[i] = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek)
-    all = all and steps[i].allowed
+    local policy, p = policies[i], at + 3 + (i - 1) * 5
+    local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek, policy.state)
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, math.max(0, remaining), reset, retry, 0
+    all = all and allowed
   end
   out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
-  for i = 1, #policies do
-    local step = steps[i]
-    local remaining, reset, extra = step.remaining, step.reset, 0
-    if not peek then
-      if all then remaining, reset, extra = step.admit() else step.keep() end
+  if not peek then
+    for i = 1, #policies do
+      local policy, p = policies[i], at + 3 + (i - 1) * 5
+      if all then
+        local remaining, reset, extra = policy.alg.admit(KEYS[first + i], cost, now, policy.p, policy.state)
+        out[p + 2], out[p + 3], out[p + 5] = math.max(0, remaining), reset, extra
+      else
+        policy.alg.keep(KEYS[first + i], cost, now, policy.p, policy.state)
+      end
     end
-    local p = at + 3 + (i - 1) * 5
-    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra
   end
   if not peek and c.strikes > 0 then
     if all then

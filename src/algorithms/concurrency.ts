@@ -28,14 +28,22 @@ const LUA = `
 ALG.cc = {}
 function ALG.cc.decide(key, cost, now, p, peek, state)
   local limit = p[1]
-  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', now) end
-  local count = redis.call('ZCOUNT', key, '(' .. now, '+inf')
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  local expired = string.format('%d', now)
+  local count
+  if peek then
+    count = redis.call('ZCOUNT', key, '(' .. expired, '+inf')
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
+    -- Pruned: every lease left is live.
+    count = redis.call('ZCARD', key)
+  end
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   local reset, retry = 0, 0
   if count > 0 then reset = tonumber(last[2]) - now end
   local allowed = count + cost <= limit
   if not allowed then
-    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. expired, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
     retry = tonumber(freed[2]) - now
   end
   state.count, state.reset = count, reset
@@ -81,7 +89,7 @@ function ALG.cc.extend(key, cost, now, p, id, ms)
     end
   end
   if held then
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
     redis.call('PEXPIRE', key, tonumber(last[2]) - now + 1)
   end
   return held

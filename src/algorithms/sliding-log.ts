@@ -32,29 +32,37 @@ const LUA = `
 ALG.sl = {}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
-  local cutoff = now - window
-  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
-  local count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  local cutoff = string.format('%d', now - window)
+  local count
+  if peek then
+    count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+    -- Pruned: every member left is in the window.
+    count = redis.call('ZCARD', key)
+  end
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newestAt = newest[2] and tonumber(newest[2])
   local reset, retry = 0, 0
-  if count > 0 then reset = tonumber(newest[2]) + window - now end
+  if count > 0 then reset = newestAt + window - now end
   local allowed = count + cost <= limit
   if not allowed then
     local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
     retry = tonumber(leaving[2]) + window - now
   end
-  state.count, state.newest, state.reset = count, newest, reset
+  state.count, state.newestId, state.newestAt, state.reset = count, newest[1], newestAt, reset
   return allowed, limit - count, reset, retry
 end
 function ALG.sl.admit(key, cost, now, p, state)
-  local newest, window = state.newest, p[2]
+  local newestAt = state.newestAt
   local id, at = now * 1000, now
-  if newest[1] then
-    id = math.max(id, tonumber(newest[1]) + 1)
-    at = math.max(now, tonumber(newest[2]))
+  if newestAt then
+    id = math.max(id, tonumber(state.newestId) + 1)
+    at = math.max(now, newestAt)
   end
   for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
-  local reset = at + window - now
+  local reset = at + p[2] - now
   redis.call('PEXPIRE', key, reset + 1)
   return p[1] - state.count - cost, reset, 0
 end
@@ -65,7 +73,7 @@ function ALG.sl.refund(key, cost, now, p)
   if #redis.call('ZPOPMAX', key, cost) == 0 then return false end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
     redis.call('PEXPIRE', key, tonumber(newest[2]) + p[2] - now + 1)
   end
   return true

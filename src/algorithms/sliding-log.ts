@@ -26,7 +26,8 @@ type Member = readonly [score: number, id: number];
  * Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
  * even when thousands arrive in one ms, and of equal length, so their lexical order is their
  * numeric order and ZRANGE -1 -1 finds the newest. A member is never scored before the newest one,
- * so a server clock stepping back cannot reorder the log.
+ * so a server clock stepping back cannot reorder the log. Scores and ids, which Redis replies as
+ * strings, are read by arithmetic (as ARGV is, see script.ts): the log only ever holds numbers.
  */
 const LUA = `
 ALG.sl = {}
@@ -43,13 +44,13 @@ function ALG.sl.decide(key, cost, now, p, peek, state)
     count = redis.call('ZCARD', key)
   end
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newestAt = newest[2] and tonumber(newest[2])
+  local newestAt = newest[2] and newest[2] + 0
   local reset, retry = 0, 0
   if count > 0 then reset = newestAt + window - now end
   local allowed = count + cost <= limit
   if not allowed then
     local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    retry = tonumber(leaving[2]) + window - now
+    retry = leaving[2] + window - now
   end
   state.count, state.newestId, state.newestAt, state.reset = count, newest[1], newestAt, reset
   return allowed, limit - count, reset, retry
@@ -58,7 +59,7 @@ function ALG.sl.admit(key, cost, now, p, state)
   local newestAt = state.newestAt
   local id, at = now * 1000, now
   if newestAt then
-    id = math.max(id, tonumber(state.newestId) + 1)
+    id = math.max(id, state.newestId + 1)
     at = math.max(now, newestAt)
   end
   for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
@@ -74,7 +75,7 @@ function ALG.sl.refund(key, cost, now, p)
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
     local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, tonumber(newest[2]) + p[2] - now + 1)
+    redis.call('PEXPIRE', key, newest[2] + p[2] - now + 1)
   end
   return true
 end

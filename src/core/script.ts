@@ -96,12 +96,13 @@ local function decideCall(KEYS, ARGV, now, out, at)
   end
   if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
-  -- remaining, reset and extra.
+  -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison:
+  -- math.max, a global's field and a C call, costs five times as much).
   local all = true
   for i = 1, #policies do
     local policy, p = policies[i], at + 3 + (i - 1) * 5
     local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek, policy.state)
-    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, math.max(0, remaining), reset, retry, 0
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, remaining > 0 and remaining or 0, reset, retry, 0
     all = all and allowed
   end
   out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
@@ -110,7 +111,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
       local policy, p = policies[i], at + 3 + (i - 1) * 5
       if all then
         local remaining, reset, extra = policy.alg.admit(KEYS[first + i], cost, now, policy.p, policy.state)
-        out[p + 2], out[p + 3], out[p + 5] = math.max(0, remaining), reset, extra
+        out[p + 2], out[p + 3], out[p + 5] = remaining > 0 and remaining or 0, reset, extra
       else
         policy.alg.keep(KEYS[first + i], cost, now, policy.p, policy.state)
       end

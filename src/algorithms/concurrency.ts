@@ -26,36 +26,47 @@ type Leases = ReadonlyMap<number, number>;
  */
 const LUA = `
 ALG.cc = {}
-function ALG.cc.decide(key, cost, now, p, peek)
-  local limit, leaseMs = p[1], p[2]
-  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', now) end
-  local count = redis.call('ZCOUNT', key, '(' .. now, '+inf')
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
-  if count > 0 then d.reset = tonumber(last[2]) - now end
-  if not d.allowed then
-    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    d.retry = tonumber(freed[2]) - now
+function ALG.cc.decide(key, cost, now, p, peek, state)
+  local limit = p[1]
+  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  local expired = string.format('%d', now)
+  local count
+  if peek then
+    count = redis.call('ZCOUNT', key, '(' .. expired, '+inf')
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
+    -- Pruned: every lease left is live.
+    count = redis.call('ZCARD', key)
   end
-  function d.admit()
-    local id = now * 1000
-    local free = 0
-    while free < cost do
-      if redis.call('ZSCORE', key, string.format('%d', id + free)) then
-        id, free = id + free + 1, 0
-      else
-        free = free + 1
-      end
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local reset, retry = 0, 0
+  if count > 0 then reset = tonumber(last[2]) - now end
+  local allowed = count + cost <= limit
+  if not allowed then
+    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. expired, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    retry = tonumber(freed[2]) - now
+  end
+  state.count, state.reset = count, reset
+  return allowed, limit - count, reset, retry
+end
+function ALG.cc.admit(key, cost, now, p, state)
+  local leaseMs = p[2]
+  local id = now * 1000
+  local free = 0
+  while free < cost do
+    if redis.call('ZSCORE', key, string.format('%d', id + free)) then
+      id, free = id + free + 1, 0
+    else
+      free = free + 1
     end
-    for i = 0, cost - 1 do redis.call('ZADD', key, now + leaseMs, string.format('%d', id + i)) end
-    local reset = math.max(d.reset, leaseMs)
-    redis.call('PEXPIRE', key, reset + 1)
-    return limit - count - cost, reset, id
   end
-  function d.keep()
-    if count > 0 then redis.call('PEXPIRE', key, d.reset + 1) end
-  end
-  return d
+  for i = 0, cost - 1 do redis.call('ZADD', key, now + leaseMs, string.format('%d', id + i)) end
+  local reset = math.max(state.reset, leaseMs)
+  redis.call('PEXPIRE', key, reset + 1)
+  return p[1] - state.count - cost, reset, id
+end
+function ALG.cc.keep(key, cost, now, p, state)
+  if state.count > 0 then redis.call('PEXPIRE', key, state.reset + 1) end
 end
 function ALG.cc.refund(key, cost, now, p)
   return false
@@ -78,7 +89,7 @@ function ALG.cc.extend(key, cost, now, p, id, ms)
     end
   end
   if held then
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
     redis.call('PEXPIRE', key, tonumber(last[2]) - now + 1)
   end
   return held

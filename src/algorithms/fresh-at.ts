@@ -39,20 +39,19 @@ local function ${id}_write(key, now, ahead, perMs)
   redis.call('SET', key, reset * perMs - ahead, 'PXAT', now + reset)
   return reset
 end
-function ALG.${id}.decide(key, cost, now, p)
+function ALG.${id}.decide(key, cost, now, p, peek, state)
   local step, most, perMs = p[1], p[1] * p[2], p[3]
   local ahead, lost = ${id}_ahead(key, now, p)
+  state.ahead, state.lost = ahead, lost
   local over = ahead + cost * step - most
-  local d = { allowed = over <= 0, remaining = math.floor((most - ahead) / step), reset = math.ceil(ahead / perMs), retry = 0 }
-  if over > 0 then d.retry = math.ceil(over / perMs) end
-  function d.admit()
-    local after = ahead + cost * step
-    return math.floor((most - after) / step), ${id}_write(key, now, after, perMs), 0
-  end
-  function d.keep()
-    if lost then ${id}_write(key, now, ahead, perMs) end
-  end
-  return d
+  return over <= 0, math.floor((most - ahead) / step), math.ceil(ahead / perMs), over > 0 and math.ceil(over / perMs) or 0
+end
+function ALG.${id}.admit(key, cost, now, p, state)
+  local after = state.ahead + cost * p[1]
+  return math.floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3]), 0
+end
+function ALG.${id}.keep(key, cost, now, p, state)
+  if state.lost then ${id}_write(key, now, state.ahead, p[3]) end
 end
 function ALG.${id}.refund(key, cost, now, p)
   local ahead = ${id}_ahead(key, now, p)

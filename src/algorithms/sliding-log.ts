@@ -26,44 +26,56 @@ type Member = readonly [score: number, id: number];
  * Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
  * even when thousands arrive in one ms, and of equal length, so their lexical order is their
  * numeric order and ZRANGE -1 -1 finds the newest. A member is never scored before the newest one,
- * so a server clock stepping back cannot reorder the log.
+ * so a server clock stepping back cannot reorder the log. Scores and ids, which Redis replies as
+ * strings, are read by arithmetic (as ARGV is, see script.ts): the log only ever holds numbers.
  */
 const LUA = `
 ALG.sl = {}
-function ALG.sl.decide(key, cost, now, p, peek)
+function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
-  local cutoff = now - window
-  if not peek then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
-  local count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local d = { allowed = count + cost <= limit, remaining = limit - count, reset = 0, retry = 0 }
-  if count > 0 then d.reset = tonumber(newest[2]) + window - now end
-  if not d.allowed then
+  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  local cutoff = string.format('%d', now - window)
+  local count
+  if peek then
+    count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+    -- Pruned: every member left is in the window.
+    count = redis.call('ZCARD', key)
+  end
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newestAt = newest[2] and newest[2] + 0
+  local reset, retry = 0, 0
+  if count > 0 then reset = newestAt + window - now end
+  local allowed = count + cost <= limit
+  if not allowed then
     local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    d.retry = tonumber(leaving[2]) + window - now
+    retry = leaving[2] + window - now
   end
-  function d.admit()
-    local id, at = now * 1000, now
-    if newest[1] then
-      id = math.max(id, tonumber(newest[1]) + 1)
-      at = math.max(now, tonumber(newest[2]))
-    end
-    for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
-    local reset = at + window - now
-    redis.call('PEXPIRE', key, reset + 1)
-    return limit - count - cost, reset, 0
+  state.count, state.newestId, state.newestAt, state.reset = count, newest[1], newestAt, reset
+  return allowed, limit - count, reset, retry
+end
+function ALG.sl.admit(key, cost, now, p, state)
+  local newestAt = state.newestAt
+  local id, at = now * 1000, now
+  if newestAt then
+    id = math.max(id, state.newestId + 1)
+    at = math.max(now, newestAt)
   end
-  function d.keep()
-    if count > 0 then redis.call('PEXPIRE', key, d.reset + 1) end
-  end
-  return d
+  for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
+  local reset = at + p[2] - now
+  redis.call('PEXPIRE', key, reset + 1)
+  return p[1] - state.count - cost, reset, 0
+end
+function ALG.sl.keep(key, cost, now, p, state)
+  if state.count > 0 then redis.call('PEXPIRE', key, state.reset + 1) end
 end
 function ALG.sl.refund(key, cost, now, p)
   if #redis.call('ZPOPMAX', key, cost) == 0 then return false end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    redis.call('PEXPIRE', key, tonumber(newest[2]) + p[2] - now + 1)
+    local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+    redis.call('PEXPIRE', key, newest[2] + p[2] - now + 1)
   end
   return true
 end

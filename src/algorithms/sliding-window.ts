@@ -40,39 +40,43 @@ local function sw_counters(key, now, window)
   if stored == start - window then return start, tonumber(s[3]), 0, false end
   return start, 0, 0, false
 end
-function ALG.sw.decide(key, cost, now, p)
+-- How long the counters still matter: the current window's count until the next window ends, the
+-- previous window's until this one ends.
+local function sw_resetAfter(now, window, current, previous)
+  if current > 0 then return 2 * window - now % window end
+  if previous > 0 then return window - now % window end
+  return 0
+end
+function ALG.sw.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   local start, previous, current, same = sw_counters(key, now, window)
   local elapsed = now - start
   local weighted = previous * (window - elapsed) + current * window
-  local d = { allowed = weighted + cost * window <= limit * window, remaining = math.floor((limit * window - weighted) / window), reset = 0, retry = 0 }
-  local function resetAfter(c, prev)
-    if c > 0 then return start + 2 * window - now end
-    if prev > 0 then return start + window - now end
-    return 0
-  end
-  d.reset = resetAfter(current, previous)
-  if not d.allowed then
+  local allowed = weighted + cost * window <= limit * window
+  local reset, retry = sw_resetAfter(now, window, current, previous), 0
+  if not allowed then
     if current + cost > limit then
-      d.retry = start + window - now + math.max(0, math.ceil(window * (current - limit + cost) / current))
+      retry = start + window - now + math.max(0, math.ceil(window * (current - limit + cost) / current))
     else
-      d.retry = math.ceil(window * (previous - limit + cost + current) / previous) - elapsed
+      retry = math.ceil(window * (previous - limit + cost + current) / previous) - elapsed
     end
   end
-  function d.admit()
-    if same then
-      redis.call('HINCRBY', key, 'c', cost)
-    else
-      redis.call('HSET', key, 's', start, 'p', previous, 'c', cost)
-    end
-    local reset = resetAfter(current + cost, previous)
-    redis.call('PEXPIRE', key, reset + 1)
-    return math.floor((limit * window - weighted - cost * window) / window), reset, 0
+  state.previous, state.current, state.same, state.weighted, state.reset = previous, current, same, weighted, reset
+  return allowed, math.floor((limit * window - weighted) / window), reset, retry
+end
+function ALG.sw.admit(key, cost, now, p, state)
+  local limit, window, previous = p[1], p[2], state.previous
+  if state.same then
+    redis.call('HINCRBY', key, 'c', cost)
+  else
+    redis.call('HSET', key, 's', now - now % window, 'p', previous, 'c', cost)
   end
-  function d.keep()
-    if d.reset > 0 then redis.call('PEXPIRE', key, d.reset + 1) else redis.call('DEL', key) end
-  end
-  return d
+  local reset = sw_resetAfter(now, window, state.current + cost, previous)
+  redis.call('PEXPIRE', key, reset + 1)
+  return math.floor((limit * window - state.weighted - cost * window) / window), reset, 0
+end
+function ALG.sw.keep(key, cost, now, p, state)
+  if state.reset > 0 then redis.call('PEXPIRE', key, state.reset + 1) else redis.call('DEL', key) end
 end
 function ALG.sw.refund(key, cost, now, p)
   local start, previous, current, same = sw_counters(key, now, p[2])

@@ -36,17 +36,23 @@ const PARSE_CALL = `
 local parsedArgv, parsedCall
 local function callOf(ARGV)
   if parsedArgv ~= ARGV then
+    -- ARGV's numbers are read by arithmetic (s + 0), which converts a string once: tonumber
+    -- converts it twice (Lua 5.1 checks it is a number, then converts it), ~1,500 instructions, not ~600.
     local policies, pos = {}, 8
-    for i = 1, tonumber(ARGV[7]) do
-      local count, p = tonumber(ARGV[pos + 1]), {}
-      for j = 1, count do p[j] = tonumber(ARGV[pos + 1 + j]) end
-      policies[i] = { alg = ALG[ARGV[pos]], p = p }
+    for i = 1, ARGV[7] + 0 do
+      local count = ARGV[pos + 1] + 0
+      -- Built whole, then converted in place: a table grown entry by entry is resized as it grows.
+      local p = { unpack(ARGV, pos + 2, pos + 1 + count) }
+      for j = 1, count do p[j] = p[j] + 0 end
+      -- state: what the policy's decide leaves for its admit or keep, a table reused by every
+      -- request of the batch that shares this ARGV (they run one after the other)
+      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = {} }
       pos = pos + 2 + count
     end
-    local strikes = tonumber(ARGV[5])
+    local strikes = ARGV[5] + 0
     parsedArgv, parsedCall = ARGV, {
-      op = ARGV[1], cost = tonumber(ARGV[2]), target = tonumber(ARGV[3]), ms = tonumber(ARGV[4]),
-      strikes = strikes, blockMs = tonumber(ARGV[6]), policies = policies,
+      op = ARGV[1], cost = ARGV[2] + 0, target = ARGV[3] + 0, ms = ARGV[4] + 0,
+      strikes = strikes, blockMs = ARGV[6] + 0, policies = policies,
       -- KEYS[first + i] is policy i's key
       first = strikes > 0 and 2 or 1,
     }
@@ -58,8 +64,6 @@ end
 // The driver as a function: it writes its reply into `out` after index `at` and returns its length,
 // so a batch collects every reply in one table. `now` is the server's time in ms.
 const DRIVER = `
--- Each policy's step, reused by every call of a batch: entries past the call's own policies are never read.
-local steps = {}
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, cost, policies, first = c.op, c.cost, c.policies, c.first
@@ -91,21 +95,27 @@ local function decideCall(KEYS, ARGV, now, out, at)
     return 3 + #policies * 5
   end
   if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
+  -- Each policy's reply is written as it decides; admitting the request then overwrites its
+  -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison:
+  -- math.max, a global's field and a C call, costs five times as much).
   local all = true
   for i = 1, #policies do
-    local policy = policies[i]
-    steps[i] = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek)
-    all = all and steps[i].allowed
+    local policy, p = policies[i], at + 3 + (i - 1) * 5
+    local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek, policy.state)
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, remaining > 0 and remaining or 0, reset, retry, 0
+    all = all and allowed
   end
   out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
-  for i = 1, #policies do
-    local step = steps[i]
-    local remaining, reset, extra = step.remaining, step.reset, 0
-    if not peek then
-      if all then remaining, reset, extra = step.admit() else step.keep() end
+  if not peek then
+    for i = 1, #policies do
+      local policy, p = policies[i], at + 3 + (i - 1) * 5
+      if all then
+        local remaining, reset, extra = policy.alg.admit(KEYS[first + i], cost, now, policy.p, policy.state)
+        out[p + 2], out[p + 3], out[p + 5] = remaining > 0 and remaining or 0, reset, extra
+      else
+        policy.alg.keep(KEYS[first + i], cost, now, policy.p, policy.state)
+      end
     end
-    local p = at + 3 + (i - 1) * 5
-    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = step.allowed and 1 or 0, math.max(0, remaining), reset, step.retry, extra
   end
   if not peek and c.strikes > 0 then
     if all then
@@ -123,12 +133,17 @@ local function decideCall(KEYS, ARGV, now, out, at)
 end
 `;
 
-/** A Lua expression: the Redis server's time in ms, every decision's `now`. */
-export const SERVER_TIME_MS = `(function() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()`;
+/**
+ * Lua statements that set `now`, every decision's time: the Redis server's, in ms. TIME replies
+ * with strings, read by arithmetic (see callOf).
+ */
+export const READ_SERVER_TIME = `local time = redis.call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000)`;
 
 // A call on its own: one decision, its reply the whole reply.
-const BODY = `local out = {}
-decideCall(KEYS, ARGV, ${SERVER_TIME_MS}, out, 0)
+const BODY = `${READ_SERVER_TIME}
+local out = {}
+decideCall(KEYS, ARGV, now, out, 0)
 return out
 `;
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { SERVER_TIME_MS } from '../core/script.js';
+import { READ_SERVER_TIME } from '../core/script.js';
 import type { Arg, Script } from '../core/types.js';
 
 /** A script that runs another script once per request, in one EVALSHA. */
@@ -27,7 +27,7 @@ export interface BatchScript {
 function batchLua(script: Script): string {
   return `-- sluice batch of ${script.name}
 ${script.setup}
-local now = ${SERVER_TIME_MS}
+${READ_SERVER_TIME}
 local out, n = {}, 0
 local k, a = 1, 1
 while a <= #ARGV do

@@ -92,8 +92,8 @@ for (const { name, policy: build } of cases) {
       const id = policy.kind.id;
       const lua = `${scriptFor([policy.kind]).setup}
 local now, p = tonumber(ARGV[1]), { ${policy.params.join(', ')} }
-local d = ALG.${id}.decide(KEYS[1], 1, now, p)
-return { d.allowed and 1 or 0, d.remaining, d.reset, d.retry, ALG.${id}.refund(KEYS[1], 1, now, p) and 1 or 0 }`;
+local allowed, remaining, reset, retry = ALG.${id}.decide(KEYS[1], 1, now, p, false, {})
+return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 1, now, p) and 1 or 0 }`;
       const [seconds] = await harness.redis.time();
       const expiry = (Number(seconds) + 60) * 1000;
       await harness.redis.call('SET', key, perMs - 1, 'PXAT', expiry);

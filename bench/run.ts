@@ -260,14 +260,14 @@ function targets(report: BenchReport): Target[] {
   const bytes = (name: string) => report.bytesPerClient.find((b) => b.name === name)?.bytes ?? Number.NaN;
   const counter = bytes('plain counter with TTL');
   const memoryTargets: readonly [string, number, string][] = [
-    ['sluice fixedWindow', counter, `a plain counter with a TTL (${counter.toFixed(1)} B)`],
-    ['sluice gcra', counter, `a plain counter with a TTL (${counter.toFixed(1)} B)`],
+    ['sluice fixedWindow', counter, `a plain counter with a TTL (${counter.toFixed(2)} B)`],
+    ['sluice gcra', counter, `a plain counter with a TTL (${counter.toFixed(2)} B)`],
     ['sluice tokenBucket', 130, '130 B'],
   ];
   for (const [name, most, what] of memoryTargets) {
     const measured = bytes(name);
     const missing = report.bytesPerClient.every((b) => b.name !== name);
-    list.push({ description: `${name}: used_memory per client <= ${what}`, measured: missing ? 'not measured: not on this branch' : `${measured.toFixed(1)} B`, met: measured <= most });
+    list.push({ description: `${name}: used_memory per client <= ${what}`, measured: missing ? 'not measured: not on this branch' : `${measured.toFixed(2)} B`, met: measured <= most });
   }
   const memoryMedian = (name: string) => median(report.inProcess.find((m) => m.name === name)?.decisionsPerSecond ?? []);
   for (const entry of report.inProcess.filter((m) => m.name !== FLEXIBLE_MEMORY)) {

@@ -5,15 +5,14 @@ import { InvalidArgumentError, InvalidOptionError } from './errors.js';
 // hashes to one Redis Cluster slot. A prefix may not hold braces, which keeps that first `{` ours
 // and the mapping from (prefix, key) to Redis key one-to-one.
 const PREFIX = /^[^{}\s]{1,100}$/;
+// An algorithm's id, and its place in a limiter's list after the first ('fw', 'sl2'), or 'blk', 'str'.
+const SUFFIX = /^[a-z]+\d*$/;
 
 export const DEFAULT_PREFIX = 'sluice';
 
 // Keys longer than this (in UTF-8 bytes) are stored under their SHA-256, so a client sending
 // megabyte keys costs Redis (and the memory store) no more than one sending short ones.
 export const MAX_RAW_KEY_BYTES = 256;
-
-// A lone surrogate has no UTF-8 form: Redis clients would write U+FFFD for every one of them,
-// and two different keys would share one quota. Such a string is not well-formed.
 
 export function validPrefix(value: unknown): string {
   if (value === undefined) return DEFAULT_PREFIX;
@@ -23,6 +22,8 @@ export function validPrefix(value: unknown): string {
   return value;
 }
 
+// A key with a lone surrogate is not well-formed: it has no UTF-8 form, so Redis clients would write
+// U+FFFD for every one of them, and two different keys would share one quota.
 export function validKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || !value.isWellFormed()) {
     throw new InvalidArgumentError('key', value, 'a non-empty string of well-formed Unicode');
@@ -85,16 +86,20 @@ export function stemmed(prefix: string, id: string, suffixes: readonly string[])
 
 /**
  * A Redis key split back into its client's id and the part's name (`<prefix> <suffix>`; a prefix
- * holds no space), as the memory store holds it. Undefined for a key sluice does not write.
+ * holds no space), as the memory store holds it: the inverse of `stemmed`. Undefined for any key
+ * sluice does not write, so that such a key is never mistaken for a part of a client's state.
  */
 export function splitKey(key: string): { id: string; part: string } | undefined {
   const open = key.indexOf('{');
   const close = key.lastIndexOf('}:');
-  if (open < 2 || close < open) return undefined;
+  if (open < 0 || close < open) return undefined;
   const hashed = key[open - 1] === '#';
-  const prefix = key.slice(0, open - (hashed ? 2 : 1));
+  const stemEnd = open - (hashed ? 2 : 1);
+  const prefix = key.slice(0, stemEnd);
+  const suffix = key.slice(close + 2);
+  if (key[stemEnd] !== ':' || !PREFIX.test(prefix) || !SUFFIX.test(suffix)) return undefined;
   const id = key.slice(open + 1, close);
-  return { id: hashed ? `}${id}` : id, part: partName(prefix, key.slice(close + 2)) };
+  return { id: hashed ? `}${id}` : id, part: partName(prefix, suffix) };
 }
 
 /** The memory store's name for one part of a client's state. */

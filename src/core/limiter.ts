@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { decideNow, isLocalStore, type Store } from '../stores/store.js';
+import { localRun, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
@@ -173,7 +173,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   const withStrikes = penalty.strikes > 0;
-  const local = isLocalStore(store) ? store : undefined;
+  const runLocally = localRun(store);
   const ownLayout = layoutOf(prefix, policies, withStrikes);
   const layout = (list: readonly Policy[]) => (list === policies ? ownLayout : layoutOf(prefix, list, withStrikes));
   const keysOf = (id: string, list: readonly Policy[]) => stemmed(prefix, id, layout(list).suffixes);
@@ -204,8 +204,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
    * asked through the failure guard. `sent` learns the store's reply, if it answered.
    */
   function decideBy(id: string, list: readonly Policy[], op: 'limit' | 'peek', cost: number, fallback: (limiter: Limiter) => Promise<Decision>, sent?: Sent) {
-    if (local) {
-      const reply = local[decideNow](id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
+    if (runLocally) {
+      const reply = runLocally(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
       if (sent) sent.reply = reply;
       return Promise.resolve(decide(reply, list));
     }

@@ -42,8 +42,9 @@ while a <= #ARGV do
     else
       out[n + 1], out[n + 2] = -1, type(length) == 'table' and length.err or tostring(length)
       n = n + 2
-      -- What the failed request wrote of its reply is not part of the batch's.
-      for i = n + 1, #out do out[i] = nil end
+      -- What the failed request wrote of its reply is not part of the batch's. It may have holes
+      -- (its header is written last), so # could stop short of them: maxn finds the last.
+      for i = n + 1, table.maxn(out) do out[i] = nil end
     end
     k = k + nk
   end

@@ -2,10 +2,14 @@ import { InvalidOptionError } from '../core/errors.js';
 import { splitKey } from '../core/keys.js';
 import type { Arg, Entry, Reply, Script } from '../core/types.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
-import { decideNow, type LocalStore } from './store.js';
+import { asLocalStore, type Store } from './store.js';
 
 export interface MemoryStoreOptions {
-  /** The most keys held; past it one not used lately is evicted (nearly least recently used). Default 100,000. */
+  /**
+   * The most Redis keys' worth of state held (a client's block, strikes and each policy's state count
+   * one each); past it, the state of a client not used lately is evicted whole (nearly least recently
+   * used). Default 100,000.
+   */
   maxKeys?: number;
   /** The clock, in ms since the epoch. Default Date.now; tests may pass a fake one. */
   now?: () => number;
@@ -38,7 +42,7 @@ interface Client extends Part {
 // it pays for the sweep; a call on state already held touches no other client's memory.
 const SWEEP_PER_NEW_PART = 2;
 
-export interface MemoryStore extends LocalStore {
+export interface MemoryStore extends Store {
   /** How many keys are held now, expired ones not yet swept included. */
   readonly size: number;
 }
@@ -113,22 +117,27 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
-  function evictOne(): void {
-    for (;;) {
+  /**
+   * Evicts the first client not used lately, never one that `spared` names; false if there is none
+   * (every client seen twice: once to clear its use, once more to find it still unused).
+   */
+  function evictOne(spared: (id: string) => boolean): boolean {
+    for (let looked = 0; looked <= 2 * clients.size; looked++) {
       let next = eviction.next();
       if (next.done) {
         eviction = clients.values();
         next = eviction.next();
-        if (next.done) return;
+        if (next.done) return false;
       }
       const client = next.value;
       forget(client);
-      if (!client.used) return;
+      if (!client.used && !spared(client.id)) return true;
       // A second chance: to the end of the line, where the cursor meets it again later.
       client.used = false;
       clients.set(client.id, client);
       held += partCount(client);
     }
+    return false;
   }
 
   function write(id: string, name: string, value: unknown, expiresAt: number, time: number): void {
@@ -170,11 +179,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (w === null) remove(id, names[i] as string);
       else write(id, names[i] as string, w.value, time + w.ttlMs, time);
     }
-    while (held > maxKeys && clients.size > 0) evictOne();
+    // Past maxKeys, other clients make room: the state this call just wrote is kept even when one
+    // client's parts alone outnumber maxKeys, or that client would never be limited.
+    if (held > maxKeys) {
+      const ownClient = typeof ids === 'string' ? (id: string) => id === ids : (id: string) => ids.includes(id);
+      while (held > maxKeys && evictOne(ownClient));
+    }
     return reply;
   }
 
-  /** Each Redis key's client and part; a key sluice does not write is a part of its own. */
+  /** Each Redis key's client and part; a key sluice does not write is its own client, of one unnamed part. */
   function split(keys: readonly string[]): { ids: string[]; names: string[] } {
     const ids: string[] = [];
     const names: string[] = [];
@@ -186,7 +200,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     return { ids, names };
   }
 
-  return {
+  const store: MemoryStore = {
     get size() {
       return held;
     },
@@ -194,11 +208,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const { ids, names } = split(keys);
       return Promise.resolve(execute(ids, names, script, args));
     },
-    [decideNow]: execute,
     delete(keys) {
       const { ids, names } = split(keys);
       ids.forEach((id, i) => remove(id, names[i] as string));
       return Promise.resolve();
     },
   };
+  return asLocalStore(store, execute);
 }

@@ -11,18 +11,25 @@ export interface Store {
   delete(keys: readonly string[]): Promise<void>;
 }
 
-/** The method by which a limiter asks a LocalStore directly; kept off the public API. */
-export const decideNow = Symbol('sluice.decideNow');
+/** How a limiter asks a local store for one atomic step: by the client's id and its parts' names. */
+export type LocalRun = (id: string, parts: readonly string[], script: Script, args: readonly Arg[]) => Reply;
+
+// Known by identity: a wrapper around a local store (a spread copy with its own `run`, say) is not
+// one, so its `run` is called as for any store.
+const localRuns = new WeakMap<Store, LocalRun>();
 
 /**
- * A store that decides in this process, at once, and cannot fail (the memory store). A limiter asks
- * it directly, by the client's id and the names of its state's parts, without building a key string
- * per call, and without the timeout and failure policy that guard a store across a network.
+ * Marks a store that decides in this process, at once, and cannot fail (the memory store). A
+ * limiter asks it directly, by the client's id and the names of its state's parts, without building
+ * a key string per call, and without the timeout and failure policy that guard a store across a
+ * network.
  */
-export interface LocalStore extends Store {
-  [decideNow](id: string, parts: readonly string[], script: Script, args: readonly Arg[]): Reply;
+export function asLocalStore<S extends Store>(store: S, run: LocalRun): S {
+  localRuns.set(store, run);
+  return store;
 }
 
-export function isLocalStore(store: Store): store is LocalStore {
-  return typeof (store as Partial<LocalStore>)[decideNow] === 'function';
+/** The direct way to ask `store`, if it is a local store. */
+export function localRun(store: Store): LocalRun | undefined {
+  return localRuns.get(store);
 }

@@ -187,6 +187,33 @@ describe('memoryStore', () => {
     assert.equal((await limiter.limit('k')).blockedForMs, 1000);
   });
 
+  it('keeps limiting a client whose own state outnumbers maxKeys', async () => {
+    const store = memoryStore({ maxKeys: 1 });
+    const limiter = createLimiter({ store, policy: [fixedWindow({ limit: 1, window: '1h' }), fixedWindow({ limit: 1, window: '1h', name: 'b' })] });
+    const allowed = [];
+    for (let i = 0; i < 3; i++) allowed.push((await limiter.limit('k')).allowed);
+    assert.deepEqual(allowed, [true, false, false]);
+    assert.equal(store.size, 2, "the client's two counters, past maxKeys rather than forgotten");
+    await limiter.limit('other');
+    assert.equal((await limiter.peek('other')).remaining, 0, 'the newest client kept');
+    assert.equal((await limiter.peek('k')).remaining, 1, 'the older one evicted to make room');
+  });
+
+  it('asks a store that wraps a memory store through the wrapper', async () => {
+    const inner = memoryStore();
+    let calls = 0;
+    const wrapped = { ...inner, run: (...args: Parameters<typeof inner.run>) => (calls++, inner.run(...args)) };
+    const limiter = createLimiter({ store: wrapped, policy: fixedWindow({ limit: 5, window: '1h' }) });
+    await limiter.limit('k');
+    await limiter.peek('k');
+    assert.equal(calls, 2);
+    const failing = { ...inner, run: () => Promise.reject(new Error('down')) };
+    const denying = createLimiter({ store: failing, policy: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'deny', hooks: { storeError: () => undefined } });
+    const decision = await denying.limit('k');
+    assert.equal(decision.allowed, false);
+    assert.equal(decision.reason, 'store-error');
+  });
+
   it('sweeps expired keys as new ones arrive, with no timers', async () => {
     const clock = { now: 0 };
     const store = memoryStore({ now: () => clock.now });

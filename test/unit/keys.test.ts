@@ -28,7 +28,9 @@ describe('keys', () => {
       ids.add(clientId(key));
     }
     assert.equal(ids.size, hostileKeys.length, 'distinct keys, distinct clients');
-    assert.equal(splitKey('not-ours'), undefined);
+    for (const foreign of ['not-ours', 'ab{x}:fw', 'a b:{x}:fw', 'a:{x}:b c', 'a:{x}:FW', '{x}:fw', 'a:{x}']) {
+      assert.equal(splitKey(foreign), undefined, foreign);
+    }
   });
 
   it('rejects keys and prefixes with lone surrogates, which have no UTF-8 form to keep them apart', async () => {

@@ -10,7 +10,11 @@ export interface Step<V> {
   readonly remaining: number;
   readonly resetAfter: number;
   readonly retryAfter: number;
-  /** Counts the request: what to write, and the state after it. `extra` is a lease id, or 0. */
+  /**
+   * Counts the request: what to write, and the state after it. `extra` is a lease id, or 0.
+   * admit and keep may write the entry's own value, changed in place (the store applies their write
+   * at once, in the same step); decide, and a peek, never change it.
+   */
   admit(): { write: Write<V>; remaining: number; resetAfter: number; extra: number };
   /** The request is not counted here (denied by this or another policy): only keep the TTL healthy. */
   keep(): Write<V>;

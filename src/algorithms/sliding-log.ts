@@ -81,20 +81,37 @@ function ALG.sl.refund(key, cost, now, p)
 end
 `;
 
+/** The index of the first member scored after `cutoff`: scores never decrease along a log. */
+function firstAfter(log: readonly Member[], cutoff: number): number {
+  let low = 0;
+  let high = log.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((log[middle] as Member)[0] > cutoff) high = middle;
+    else low = middle + 1;
+  }
+  return low;
+}
+
 const algorithm = defineAlgorithm<Member[]>({
   id: 'sl',
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1], peek) {
-    const cutoff = now - window;
-    const all = entry?.value ?? [];
-    const log = all.filter(([score]) => score > cutoff);
-    const count = log.length;
+    const log = entry?.value ?? [];
+    // The members still in the window are the log's tail, from `start`.
+    const start = firstAfter(log, now - window);
+    const count = log.length - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
-    const newest = peek ? all.at(-1) : log.at(-1);
+    const newest = peek || count > 0 ? log.at(-1) : undefined;
     const allowed = count + cost <= limit;
-    const leaving = allowed ? undefined : log[count + cost - limit - 1];
+    const leaving = allowed ? undefined : log[start + count + cost - limit - 1];
     const resetAfter = count > 0 && newest ? newest[0] + window - now : 0;
-    const pruned = (value: Member[]): Entry<Member[]> | null => (value.length > 0 ? { value, ttlMs: resetAfter + 1 } : null);
+    // admit and keep write the stored log itself, pruned and extended in place (decide and peek
+    // only read it): a copy per call would cost time in proportion to the limit.
+    const pruned = (): Member[] => {
+      if (start > 0) log.splice(0, start);
+      return log;
+    };
     return {
       allowed,
       remaining: limit - count,
@@ -103,11 +120,12 @@ const algorithm = defineAlgorithm<Member[]>({
       admit() {
         const at = Math.max(now, newest?.[0] ?? now);
         const firstId = Math.max(now * 1000, newest ? newest[1] + 1 : 0);
-        const added = Array.from({ length: cost }, (_, i): Member => [at, firstId + i]);
+        const value = pruned();
+        for (let i = 0; i < cost; i++) value.push([at, firstId + i]);
         const reset = at + window - now;
-        return { write: { value: [...log, ...added], ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: 0 };
+        return { write: { value, ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: 0 };
       },
-      keep: () => pruned(log),
+      keep: (): Entry<Member[]> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
     };
   },
   refund(_now, entry, cost) {

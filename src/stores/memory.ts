@@ -96,14 +96,24 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       clients.delete(id);
     } else {
       // The client object stays (the map holds it); the second part's state moves into it.
-      Object.assign(client, { name: next.name, value: next.value, expiresAt: next.expiresAt, next: next.next });
+      client.name = next.name;
+      client.value = next.value;
+      client.expiresAt = next.expiresAt;
+      client.next = next.next;
     }
   }
 
   function dropExpired(client: Client, time: number): void {
-    const expired: string[] = [];
-    for (let part: Part | undefined = client; part; part = part.next) if (part.expiresAt <= time) expired.push(part.name);
-    for (const name of expired) remove(client.id, name);
+    let before: Part = client;
+    for (let part = client.next; part; part = part.next) {
+      if (part.expiresAt > time) before = part;
+      else {
+        before.next = part.next;
+        held--;
+      }
+    }
+    // The first part last: removing it moves the second one's state into the client.
+    if (client.expiresAt <= time) remove(client.id, client.name);
   }
 
   function sweepSome(time: number): void {

@@ -187,6 +187,19 @@ describe('memoryStore', () => {
     assert.equal((await limiter.limit('k')).blockedForMs, 1000);
   });
 
+  it("sweeps a client's expired later part and keeps its first", async () => {
+    const clock = { now: 0 };
+    const store = memoryStore({ now: () => clock.now });
+    const limiter = createLimiter({ store, policy: fixedWindow({ limit: 5, window: '1h' }) });
+    await limiter.limit('k'); // the counter is the client's first part
+    await limiter.block('k', 1000); // the block, its second
+    assert.equal(store.size, 2);
+    clock.now = 2000;
+    await limiter.limit('other'); // new state sweeps: the expired block goes
+    assert.equal(store.size, 2, 'the counter and the new client');
+    assert.equal((await limiter.peek('k')).remaining, 4);
+  });
+
   it('keeps limiting a client whose own state outnumbers maxKeys', async () => {
     const store = memoryStore({ maxKeys: 1 });
     const limiter = createLimiter({ store, policy: [fixedWindow({ limit: 1, window: '1h' }), fixedWindow({ limit: 1, window: '1h', name: 'b' })] });

@@ -37,10 +37,11 @@ export interface Step<V> {
  * read. It is one table per policy, reused by the requests of a batch, so a decision allocates no
  * table or closure (each measured in Redis's instruction count).
  *
- * Redis 7.0 turns a number given to `redis.call` into its argument with `%.17g` (about 2,200
- * instructions; a whole `GET` costs 3,400): constants go as strings ('-1', not -1), and a number
- * used as several arguments is formatted once with string.format('%d', n). Concatenating a number
- * ('(' .. n) costs as much again (Lua's own `%.14g`).
+ * Redis 7.0 turns a number given to `redis.call` into its argument with `%.17g` (2,200 to 3,300
+ * instructions by its length, about what a whole `GET` costs): constants go as strings ('-1',
+ * not -1), the cost as ARGV's text (`state.costText`), and a computed integer through `digits(n)`
+ * (string.format('%d'), about a third less), once however many arguments it is. Concatenating a
+ * number ('(' .. n) costs as much as formatting it (Lua's own `%.14g`).
  */
 export interface Algorithm<V = unknown> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */

@@ -29,7 +29,7 @@ ALG.cc = {}
 function ALG.cc.decide(key, cost, now, p, peek, state)
   local limit = p[1]
   -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
-  local expired = string.format('%d', now)
+  local expired = digits(now)
   local count
   if peek then
     count = redis.call('ZCOUNT', key, '(' .. expired, '+inf')
@@ -40,11 +40,11 @@ function ALG.cc.decide(key, cost, now, p, peek, state)
   end
   local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   local reset, retry = 0, 0
-  if count > 0 then reset = tonumber(last[2]) - now end
+  if count > 0 then reset = last[2] - now end
   local allowed = count + cost <= limit
   if not allowed then
-    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. expired, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    retry = tonumber(freed[2]) - now
+    local freed = redis.call('ZRANGEBYSCORE', key, '(' .. expired, '+inf', 'WITHSCORES', 'LIMIT', digits(count + cost - limit - 1), '1')
+    retry = freed[2] - now
   end
   state.count, state.reset = count, reset
   return allowed, limit - count, reset, retry
@@ -54,19 +54,20 @@ function ALG.cc.admit(key, cost, now, p, state)
   local id = now * 1000
   local free = 0
   while free < cost do
-    if redis.call('ZSCORE', key, string.format('%d', id + free)) then
+    if redis.call('ZSCORE', key, digits(id + free)) then
       id, free = id + free + 1, 0
     else
       free = free + 1
     end
   end
-  for i = 0, cost - 1 do redis.call('ZADD', key, now + leaseMs, string.format('%d', id + i)) end
-  local reset = math.max(state.reset, leaseMs)
-  redis.call('PEXPIRE', key, reset + 1)
+  local expires = digits(now + leaseMs)
+  for i = 0, cost - 1 do redis.call('ZADD', key, expires, digits(id + i)) end
+  local reset = state.reset > leaseMs and state.reset or leaseMs
+  redis.call('PEXPIRE', key, digits(reset + 1))
   return p[1] - state.count - cost, reset, id
 end
 function ALG.cc.keep(key, cost, now, p, state)
-  if state.count > 0 then redis.call('PEXPIRE', key, state.reset + 1) end
+  if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
 function ALG.cc.refund(key, cost, now, p)
   return false
@@ -74,23 +75,23 @@ end
 function ALG.cc.release(key, cost, now, p, id)
   local released = false
   for i = 0, cost - 1 do
-    if redis.call('ZREM', key, string.format('%d', id + i)) == 1 then released = true end
+    if redis.call('ZREM', key, digits(id + i)) == 1 then released = true end
   end
   return released
 end
 function ALG.cc.extend(key, cost, now, p, id, ms)
   local held = false
   for i = 0, cost - 1 do
-    local member = string.format('%d', id + i)
+    local member = digits(id + i)
     local expires = tonumber(redis.call('ZSCORE', key, member))
     if expires and expires > now then
-      redis.call('ZADD', key, 'XX', now + ms, member)
+      redis.call('ZADD', key, 'XX', digits(now + ms), member)
       held = true
     end
   end
   if held then
     local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, tonumber(last[2]) - now + 1)
+    redis.call('PEXPIRE', key, digits(last[2] - now + 1))
   end
   return held
 end

@@ -26,15 +26,19 @@ const MIN_WINDOW_MS = 10;
  * all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
  * too much, and gets its TTL back in the same script: every call reads the TTL, and any call that
  * finds none sets it. So no counter stays without a TTL once sluice touches it. An admitted
- * request writes one SET: KEEPTTL for a counter that has its TTL, PX for a new window's counter or
- * one found without a TTL (count and TTL in one command).
+ * request writes one command: INCRBY on a counter that has its TTL (which INCRBY keeps), SET … PX
+ * on a new window's counter or one found without a TTL (count and TTL in one command).
  */
 const LUA = `
 ALG.fw = {}
 -- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window).
 local function fw_current(key, now, window)
   local pttl = redis.call('PTTL', key)
-  if pttl == -2 or (pttl >= 0 and math.abs(pttl - (window - now % window)) > window / 2) then return pttl, nil end
+  if pttl == -2 then return pttl, nil end
+  if pttl >= 0 then
+    local off = pttl - (window - now % window)
+    if off > window / 2 or -off > window / 2 then return pttl, nil end
+  end
   return pttl, tonumber(redis.call('GET', key))
 end
 function ALG.fw.decide(key, cost, now, p, peek, state)
@@ -46,28 +50,28 @@ function ALG.fw.decide(key, cost, now, p, peek, state)
   local allowed = count + cost <= limit
   return allowed, limit - count, count > 0 and resetAfter or 0, allowed and 0 or resetAfter
 end
--- One SET, count and TTL together: INCRBY would cost a healthy counter the same call, and a
--- counter written by INCRBY inside a script measured 2.5 bytes more per key.
+-- A healthy counter is counted by INCRBY with the cost as ARGV gave it: SET with the new count
+-- would have Redis format a number. Otherwise one SET writes count and TTL together.
 function ALG.fw.admit(key, cost, now, p, state)
   local limit, window, current = p[1], p[2], state.current
   local count, resetAfter = current or 0, window - now % window
   if current and state.pttl >= 0 then
-    redis.call('SET', key, count + cost, 'KEEPTTL')
+    redis.call('INCRBY', key, state.costText)
   else
-    redis.call('SET', key, count + cost, 'PX', resetAfter + 1)
+    redis.call('SET', key, digits(count + cost), 'PX', digits(resetAfter + 1))
   end
   return limit - count - cost, resetAfter, 0
 end
 function ALG.fw.keep(key, cost, now, p, state)
-  if state.pttl == -1 then redis.call('PEXPIRE', key, p[2] - now % p[2] + 1) end
+  if state.pttl == -1 then redis.call('PEXPIRE', key, digits(p[2] - now % p[2] + 1)) end
 end
 function ALG.fw.refund(key, cost, now, p)
   local pttl, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
   if pttl >= 0 then
-    redis.call('SET', key, math.max(0, count - cost), 'KEEPTTL')
+    redis.call('SET', key, digits(count > cost and count - cost or 0), 'KEEPTTL')
   else
-    redis.call('SET', key, math.max(0, count - cost), 'PX', p[2] - now % p[2] + 1)
+    redis.call('SET', key, digits(count > cost and count - cost or 0), 'PX', digits(p[2] - now % p[2] + 1))
   end
   return true
 end

@@ -35,8 +35,8 @@ local function ${id}_ahead(key, now, p)
   return (at - now) * p[3] - rem, false
 end
 local function ${id}_write(key, now, ahead, perMs)
-  local reset = math.ceil(ahead / perMs)
-  redis.call('SET', key, reset * perMs - ahead, 'PXAT', now + reset)
+  local reset = ceil(ahead / perMs)
+  redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
   return reset
 end
 function ALG.${id}.decide(key, cost, now, p, peek, state)
@@ -44,11 +44,11 @@ function ALG.${id}.decide(key, cost, now, p, peek, state)
   local ahead, lost = ${id}_ahead(key, now, p)
   state.ahead, state.lost = ahead, lost
   local over = ahead + cost * step - most
-  return over <= 0, math.floor((most - ahead) / step), math.ceil(ahead / perMs), over > 0 and math.ceil(over / perMs) or 0
+  return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
 function ALG.${id}.admit(key, cost, now, p, state)
   local after = state.ahead + cost * p[1]
-  return math.floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3]), 0
+  return floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3]), 0
 end
 function ALG.${id}.keep(key, cost, now, p, state)
   if state.lost then ${id}_write(key, now, state.ahead, p[3]) end

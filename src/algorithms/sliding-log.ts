@@ -34,7 +34,7 @@ ALG.sl = {}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
-  local cutoff = string.format('%d', now - window)
+  local cutoff = digits(now - window)
   local count
   if peek then
     count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
@@ -49,7 +49,7 @@ function ALG.sl.decide(key, cost, now, p, peek, state)
   if count > 0 then reset = newestAt + window - now end
   local allowed = count + cost <= limit
   if not allowed then
-    local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', digits(count + cost - limit - 1), '1')
     retry = leaving[2] + window - now
   end
   state.count, state.newestId, state.newestAt, state.reset = count, newest[1], newestAt, reset
@@ -59,23 +59,25 @@ function ALG.sl.admit(key, cost, now, p, state)
   local newestAt = state.newestAt
   local id, at = now * 1000, now
   if newestAt then
-    id = math.max(id, state.newestId + 1)
-    at = math.max(now, newestAt)
+    local after = state.newestId + 1
+    if after > id then id = after end
+    if newestAt > at then at = newestAt end
   end
-  for i = 0, cost - 1 do redis.call('ZADD', key, at, string.format('%d', id + i)) end
+  local score = digits(at)
+  for i = 0, cost - 1 do redis.call('ZADD', key, score, digits(id + i)) end
   local reset = at + p[2] - now
-  redis.call('PEXPIRE', key, reset + 1)
+  redis.call('PEXPIRE', key, digits(reset + 1))
   return p[1] - state.count - cost, reset, 0
 end
 function ALG.sl.keep(key, cost, now, p, state)
-  if state.count > 0 then redis.call('PEXPIRE', key, state.reset + 1) end
+  if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
 function ALG.sl.refund(key, cost, now, p)
-  if #redis.call('ZPOPMAX', key, cost) == 0 then return false end
+  if #redis.call('ZPOPMAX', key, digits(cost)) == 0 then return false end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
     local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, newest[2] + p[2] - now + 1)
+    redis.call('PEXPIRE', key, digits(newest[2] + p[2] - now + 1))
   end
   return true
 end

@@ -56,34 +56,34 @@ function ALG.sw.decide(key, cost, now, p, peek, state)
   local reset, retry = sw_resetAfter(now, window, current, previous), 0
   if not allowed then
     if current + cost > limit then
-      retry = start + window - now + math.max(0, math.ceil(window * (current - limit + cost) / current))
+      retry = start + window - now + math.max(0, ceil(window * (current - limit + cost) / current))
     else
-      retry = math.ceil(window * (previous - limit + cost + current) / previous) - elapsed
+      retry = ceil(window * (previous - limit + cost + current) / previous) - elapsed
     end
   end
   state.previous, state.current, state.same, state.weighted, state.reset = previous, current, same, weighted, reset
-  return allowed, math.floor((limit * window - weighted) / window), reset, retry
+  return allowed, floor((limit * window - weighted) / window), reset, retry
 end
 function ALG.sw.admit(key, cost, now, p, state)
   local limit, window, previous = p[1], p[2], state.previous
   if state.same then
-    redis.call('HINCRBY', key, 'c', cost)
+    redis.call('HINCRBY', key, 'c', state.costText)
   else
-    redis.call('HSET', key, 's', now - now % window, 'p', previous, 'c', cost)
+    redis.call('HSET', key, 's', digits(now - now % window), 'p', digits(previous), 'c', state.costText)
   end
   local reset = sw_resetAfter(now, window, state.current + cost, previous)
-  redis.call('PEXPIRE', key, reset + 1)
-  return math.floor((limit * window - state.weighted - cost * window) / window), reset, 0
+  redis.call('PEXPIRE', key, digits(reset + 1))
+  return floor((limit * window - state.weighted - cost * window) / window), reset, 0
 end
 function ALG.sw.keep(key, cost, now, p, state)
-  if state.reset > 0 then redis.call('PEXPIRE', key, state.reset + 1) else redis.call('DEL', key) end
+  if state.reset > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) else redis.call('DEL', key) end
 end
 function ALG.sw.refund(key, cost, now, p)
   local start, previous, current, same = sw_counters(key, now, p[2])
   if not same or current == 0 then return false end
-  redis.call('HSET', key, 'c', math.max(0, current - cost))
+  redis.call('HSET', key, 'c', digits(current > cost and current - cost or 0))
   -- Counters that lost their TTL (PERSIST) get it back: they matter until the next window ends.
-  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, start + 2 * p[2] - now + 1) end
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, digits(start + 2 * p[2] - now + 1)) end
   return true
 end
 `;

@@ -46,7 +46,8 @@ local function callOf(ARGV)
       for j = 1, count do p[j] = p[j] + 0 end
       -- state: what the policy's decide leaves for its admit or keep, a table reused by every
       -- request of the batch that shares this ARGV (they run one after the other)
-      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = {} }
+      -- (it starts with costText, the cost as ARGV's text: redis.call takes it without formatting)
+      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = { costText = ARGV[2] } }
       pos = pos + 2 + count
     end
     local strikes = ARGV[5] + 0
@@ -68,7 +69,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, cost, policies, first = c.op, c.cost, c.policies, c.first
   if op == 'block' then
-    redis.call('SET', KEYS[1], now + c.target, 'PX', c.target)
+    redis.call('SET', KEYS[1], digits(now + c.target), 'PX', digits(c.target))
     out[at + 1], out[at + 2], out[at + 3] = 1, now, c.target
     return 3
   end
@@ -84,7 +85,8 @@ local function decideCall(KEYS, ARGV, now, out, at)
   local peek = op == 'peek'
   -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
   -- block that lost its TTL still ends on time.
-  local blockedUntil = tonumber(redis.call('GET', KEYS[1]) or 0)
+  local blockedUntil = redis.call('GET', KEYS[1])
+  blockedUntil = blockedUntil and blockedUntil + 0 or 0
   if blockedUntil > now then
     local blocked = blockedUntil - now
     out[at + 1], out[at + 2], out[at + 3] = 0, now, blocked
@@ -122,9 +124,9 @@ local function decideCall(KEYS, ARGV, now, out, at)
       redis.call('DEL', KEYS[2])
     else
       local strikes = redis.call('INCR', KEYS[2])
-      redis.call('PEXPIRE', KEYS[2], c.blockMs)
+      redis.call('PEXPIRE', KEYS[2], digits(c.blockMs))
       if strikes >= c.strikes then
-        redis.call('SET', KEYS[1], now + c.blockMs, 'PX', c.blockMs)
+        redis.call('SET', KEYS[1], digits(now + c.blockMs), 'PX', digits(c.blockMs))
         redis.call('DEL', KEYS[2])
       end
     end
@@ -138,13 +140,23 @@ end
  * with strings, read by arithmetic (see callOf).
  */
 export const READ_SERVER_TIME = `local time = redis.call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000)`;
+local now = time[1] * 1000 + floor(time[2] / 1000)`;
 
 // A call on its own: one decision, its reply the whole reply.
 const BODY = `${READ_SERVER_TIME}
 local out = {}
 decideCall(KEYS, ARGV, now, out, 0)
 return out
+`;
+
+// Defined before the algorithms, for all of them. A global's field is looked up on every use:
+// a local is not.
+const HELPERS = `
+local ALG = {}
+local floor, ceil, format = math.floor, math.ceil, string.format
+-- An integer as redis.call's argument: given a number, Redis 7.0 formats it with %.17g, which
+-- costs twice as much as '%d' (see algorithm.ts).
+local function digits(n) return format('%d', n) end
 `;
 
 /** What a list of policies always sends: its script, and the policies' part of ARGV. */
@@ -270,7 +282,7 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const name = unique.map((a) => a.id).join('+');
   let script = scripts.get(name);
   if (!script) {
-    const setup = `local ALG = {}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
+    const setup = `${HELPERS.trim()}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
     const body = BODY;
     const lua = `-- sluice: ${name}\n${setup}${body}`;
     script = { name, lua, setup, body, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };

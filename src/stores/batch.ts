@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { READ_SERVER_TIME } from '../core/script.js';
 import type { Arg, Script } from '../core/types.js';
+import { unpackArray } from './msgpack.js';
 
 /** A script that runs another script once per request, in one EVALSHA. */
 export interface BatchScript {
@@ -13,7 +14,9 @@ export interface BatchScript {
  * KEYS   every request's keys, request after request
  * ARGV   requests sharing their args come as one group: the group's number of requests, the
  *        number of keys of each, the number of args, then the args, once for all of them
- * reply  for each request: the length of its reply, then its reply; or -1 and an error message
+ * reply  for each request: the length of its reply, then its reply; or -1 and an error message.
+ *        Packed (for clients that hand a reply over as a Buffer), all of it as one MessagePack
+ *        string: see msgpack.ts for why.
  *
  * The script's setup (its algorithms and the driver, `decideCall`) runs once; then the driver
  * decides each request as if it had been sent alone, after the requests before it in the batch,
@@ -24,7 +27,7 @@ export interface BatchScript {
  * one limiter share them, which makes a batch about half as costly to run as with args per request.
  * The requests of a group share their KEYS and ARGV tables too (the driver only reads them).
  */
-function batchLua(script: Script): string {
+function batchLua(script: Script, packed: boolean): string {
   return `-- sluice batch of ${script.name}
 ${script.setup}
 ${READ_SERVER_TIME}
@@ -50,19 +53,20 @@ while a <= #ARGV do
   end
   a = a + 3 + na
 end
-return out
+return ${packed ? 'cmsgpack.pack(out)' : 'out'}
 `;
 }
 
-const batchScripts = new WeakMap<Script, BatchScript>();
+const batchScripts = { packed: new WeakMap<Script, BatchScript>(), plain: new WeakMap<Script, BatchScript>() };
 
-/** The batch form of a script, built once per script. */
-export function batchScript(script: Script): BatchScript {
-  let batch = batchScripts.get(script);
+/** The batch form of a script, its reply packed or not, built once per script. */
+export function batchScript(script: Script, packed: boolean): BatchScript {
+  const built = packed ? batchScripts.packed : batchScripts.plain;
+  let batch = built.get(script);
   if (batch === undefined) {
-    const lua = batchLua(script);
+    const lua = batchLua(script, packed);
     batch = { name: `batch of ${script.name}`, lua, sha: createHash('sha1').update(lua).digest('hex') };
-    batchScripts.set(script, batch);
+    built.set(script, batch);
   }
   return batch;
 }
@@ -107,9 +111,20 @@ export function batchArguments(requests: readonly Request[]): { keys: string[]; 
   return { keys, args, order };
 }
 
-/** Hands each request (in the batch's order) its own part of the batch script's reply: its reply, or its error. */
+/**
+ * Hands each request (in the batch's order) its own part of the batch script's reply, packed or
+ * not: its reply, or its error.
+ */
 export function settle(requests: readonly Request[], raw: unknown, error: (message: string) => Error): void {
-  const flat = Array.isArray(raw) ? (raw as unknown[]) : [];
+  let flat: readonly unknown[] = [];
+  try {
+    if (Buffer.isBuffer(raw)) flat = unpackArray(raw);
+    else if (Array.isArray(raw)) flat = raw;
+  } catch (unreadable) {
+    const failure = error(`the batch script's reply could not be read: ${(unreadable as Error).message}`);
+    for (const request of requests) request.reject(failure);
+    return;
+  }
   let at = 0;
   for (const [index, request] of requests.entries()) {
     const length = flat[at];
@@ -121,7 +136,7 @@ export function settle(requests: readonly Request[], raw: unknown, error: (messa
       at += 2;
     } else {
       // Past a malformed part nothing can be attributed to a request: all the rest fail.
-      const failure = error(`the batch script replied ${JSON.stringify(raw)}`);
+      const failure = error(`the batch script replied ${JSON.stringify(flat)}`);
       for (const rest of requests.slice(index)) rest.reject(failure);
       return;
     }

@@ -8,9 +8,14 @@ import type { Store } from './store.js';
  * The few commands sluice needs. This file is the one place that knows how ioredis and node-redis
  * spell them; both clients, standalone or cluster, are recognised by their public methods alone.
  */
-interface ScriptClient {
+interface Evaluator {
   evalsha(sha: string, keys: readonly string[], args: readonly Arg[]): Promise<unknown>;
   eval(lua: string, keys: readonly string[], args: readonly Arg[]): Promise<unknown>;
+}
+
+interface ScriptClient extends Evaluator {
+  /** The same, replying with a Buffer where Redis replies with a string, if the client can. */
+  readonly binary: Evaluator | undefined;
   del(keys: readonly string[]): Promise<unknown>;
 }
 
@@ -18,6 +23,8 @@ interface ScriptClient {
 interface IoRedisLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalshaBuffer?(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalBuffer?(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   del(...keys: string[]): Promise<unknown>;
 }
 
@@ -25,8 +32,13 @@ interface IoRedisLike {
 interface NodeRedisLike {
   evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   eval(lua: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** node-redis 5 and later: the same client, with some reply types read as another. */
+  withTypeMapping?(mapping: Record<number, unknown>): NodeRedisLike;
   del(keys: string[]): Promise<unknown>;
 }
+
+// RESP's marker of a bulk string ('$'), which is what node-redis's RESP_TYPES.BLOB_STRING names.
+const BULK_STRING = 36;
 
 /** A client redisStore accepts: an ioredis Redis or Cluster, or a node-redis client or cluster. */
 export type RedisClient = IoRedisLike | NodeRedisLike;
@@ -39,20 +51,36 @@ function hasMethods(client: unknown, ...names: string[]): boolean {
   );
 }
 
+function ioRedisEvaluator(evalsha: IoRedisLike['evalsha'], evaluate: IoRedisLike['eval']): Evaluator {
+  return {
+    evalsha: (sha, keys, args) => evalsha(sha, keys.length, ...keys, ...args.map(String)),
+    eval: (lua, keys, args) => evaluate(lua, keys.length, ...keys, ...args.map(String)),
+  };
+}
+
+function nodeRedisEvaluator(c: NodeRedisLike): Evaluator {
+  return {
+    evalsha: (sha, keys, args) => c.evalSha(sha, { keys: [...keys], arguments: args.map(String) }),
+    eval: (lua, keys, args) => c.eval(lua, { keys: [...keys], arguments: args.map(String) }),
+  };
+}
+
 function scriptClient(client: unknown): ScriptClient {
   if (hasMethods(client, 'evalsha', 'eval', 'del')) {
     const c = client as IoRedisLike;
+    const binary = hasMethods(c, 'evalshaBuffer', 'evalBuffer');
     return {
-      evalsha: (sha, keys, args) => c.evalsha(sha, keys.length, ...keys, ...args.map(String)),
-      eval: (lua, keys, args) => c.eval(lua, keys.length, ...keys, ...args.map(String)),
+      ...ioRedisEvaluator(c.evalsha.bind(c), c.eval.bind(c)),
+      binary: binary ? ioRedisEvaluator(c.evalshaBuffer!.bind(c), c.evalBuffer!.bind(c)) : undefined,
       del: (keys) => c.del(...keys),
     };
   }
   if (hasMethods(client, 'evalSha', 'eval', 'del')) {
     const c = client as NodeRedisLike;
     return {
-      evalsha: (sha, keys, args) => c.evalSha(sha, { keys: [...keys], arguments: args.map(String) }),
-      eval: (lua, keys, args) => c.eval(lua, { keys: [...keys], arguments: args.map(String) }),
+      ...nodeRedisEvaluator(c),
+      // node-redis 4 has no type mapping: its batches reply as a RESP array.
+      binary: c.withTypeMapping ? nodeRedisEvaluator(c.withTypeMapping({ [BULK_STRING]: Buffer })) : undefined,
       del: (keys) => c.del([...keys]),
     };
   }
@@ -111,12 +139,12 @@ export function redisStore(client: RedisClient): Store {
   const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
   let queued = new Map<Script, Map<number, Request[]>>();
 
-  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[]) {
+  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[], via: Evaluator = redis) {
     try {
-      return await redis.evalsha(script.sha, keys, args);
+      return await via.evalsha(script.sha, keys, args);
     } catch (error) {
       if (!isNoScript(error)) throw error;
-      return redis.eval(script.lua, keys, args);
+      return via.eval(script.lua, keys, args);
     }
   }
 
@@ -130,7 +158,7 @@ export function redisStore(client: RedisClient): Store {
       return;
     }
     const { keys, args, order } = batchArguments(requests);
-    evaluate(batchScript(script), keys, args).then(
+    evaluate(batchScript(script, redis.binary !== undefined), keys, args, redis.binary).then(
       (raw) => settle(order, raw, (message) => new StoreError(message)),
       (error: unknown) => requests.forEach((request) => request.reject(error)),
     );

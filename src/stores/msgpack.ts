@@ -10,20 +10,23 @@
  */
 type Reader = (bytes: Buffer, at: number) => number;
 
-// The number types, by their first byte: how many bytes follow, and how to read them.
-const NUMBERS = new Map<number, readonly [size: number, read: Reader]>([
-  [0xcc, [1, (b, at) => b.readUInt8(at)]],
-  [0xcd, [2, (b, at) => b.readUInt16BE(at)]],
-  [0xce, [4, (b, at) => b.readUInt32BE(at)]],
+// The number types, by their first byte: how many bytes follow, and how to read them (indexed by
+// that byte, as a reply holds thousands of them).
+const NUMBER_TYPES: readonly (readonly [type: number, size: number, read: Reader])[] = [
+  [0xcc, 1, (b, at) => b.readUInt8(at)],
+  [0xcd, 2, (b, at) => b.readUInt16BE(at)],
+  [0xce, 4, (b, at) => b.readUInt32BE(at)],
   // 64-bit integers in two halves: exact below 2^53, as any number is, and without a BigInt.
-  [0xcf, [8, (b, at) => b.readUInt32BE(at) * 2 ** 32 + b.readUInt32BE(at + 4)]],
-  [0xd0, [1, (b, at) => b.readInt8(at)]],
-  [0xd1, [2, (b, at) => b.readInt16BE(at)]],
-  [0xd2, [4, (b, at) => b.readInt32BE(at)]],
-  [0xd3, [8, (b, at) => b.readInt32BE(at) * 2 ** 32 + b.readUInt32BE(at + 4)]],
-  [0xca, [4, (b, at) => b.readFloatBE(at)]],
-  [0xcb, [8, (b, at) => b.readDoubleBE(at)]],
-]);
+  [0xcf, 8, (b, at) => b.readUInt32BE(at) * 2 ** 32 + b.readUInt32BE(at + 4)],
+  [0xd0, 1, (b, at) => b.readInt8(at)],
+  [0xd1, 2, (b, at) => b.readInt16BE(at)],
+  [0xd2, 4, (b, at) => b.readInt32BE(at)],
+  [0xd3, 8, (b, at) => b.readInt32BE(at) * 2 ** 32 + b.readUInt32BE(at + 4)],
+  [0xca, 4, (b, at) => b.readFloatBE(at)],
+  [0xcb, 8, (b, at) => b.readDoubleBE(at)],
+];
+const NUMBERS: (readonly [size: number, read: Reader] | undefined)[] = [];
+for (const [type, size, read] of NUMBER_TYPES) NUMBERS[type] = [size, read];
 
 // Strings (str8, str16, str32) and arrays (array16, array32) whose length takes this many bytes.
 const STRING_LENGTH = new Map([[0xd9, 1], [0xda, 2], [0xdb, 4]]);
@@ -31,8 +34,9 @@ const ARRAY_LENGTH = new Map([[0xdc, 2], [0xdd, 4]]);
 
 export function unpackArray(bytes: Buffer): (number | string)[] {
   let at = 0;
+  const early = () => new Error(`MessagePack reply ends early (${bytes.length} bytes)`);
   const need = (count: number) => {
-    if (at + count > bytes.length) throw new Error(`MessagePack reply ends early (${bytes.length} bytes)`);
+    if (at + count > bytes.length) throw early();
   };
   const take = (size: number, read: Reader) => {
     need(size);
@@ -51,7 +55,7 @@ export function unpackArray(bytes: Buffer): (number | string)[] {
   };
 
   const sized = (type: number) => {
-    const number = NUMBERS.get(type);
+    const number = NUMBERS[type];
     if (number !== undefined) return take(number[0], number[1]);
     const lengthSize = STRING_LENGTH.get(type);
     if (lengthSize !== undefined) return text(unsigned(lengthSize));
@@ -68,9 +72,9 @@ export function unpackArray(bytes: Buffer): (number | string)[] {
   need(length);
   const values = new Array<number | string>(length);
   for (let i = 0; i < length; i++) {
-    need(1);
     // Most of a batch's numbers are small: one byte, read first.
-    const type = bytes[at++] as number;
+    const type = bytes[at++];
+    if (type === undefined) throw early();
     if (type < 0x80) values[i] = type;
     else if (type >= 0xe0) values[i] = type - 0x100;
     else if (type >= 0xa0 && type <= 0xbf) values[i] = text(type - 0xa0);

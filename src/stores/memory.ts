@@ -150,8 +150,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     return false;
   }
 
-  function write(id: string, name: string, value: unknown, expiresAt: number, time: number): void {
-    const client = clients.get(id);
+  /** Writes one part; `client` is the client `id` names, if the store holds it. */
+  function write(client: Client | undefined, id: string, name: string, value: unknown, expiresAt: number, time: number): void {
     if (client === undefined) {
       clients.set(id, { id, used: false, name, value, expiresAt, next: undefined });
     } else {
@@ -186,8 +186,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const w = writes[i];
       if (w === undefined) continue;
       const id = typeof ids === 'string' ? ids : (ids[i] as string);
-      if (w === null) remove(id, names[i] as string);
-      else write(id, names[i] as string, w.value, time + w.ttlMs, time);
+      // The client read above is written without looking it up again, unless a removal may have
+      // taken it out of the map.
+      if (client?.id !== id) client = clients.get(id);
+      if (w === null) {
+        remove(id, names[i] as string);
+        client = undefined;
+      } else {
+        write(client, id, names[i] as string, w.value, time + w.ttlMs, time);
+      }
     }
     // Past maxKeys, other clients make room: the state this call just wrote is kept even when one
     // client's parts alone outnumber maxKeys, or that client would never be limited.

@@ -35,9 +35,11 @@ ALG.sw = {}
 local function sw_counters(key, now, window)
   local start = now - now % window
   local s = redis.call('HMGET', key, 's', 'p', 'c')
+  -- The start may be missing or not a number (nil: a fresh window). Counters of a window it names
+  -- are read by arithmetic, as tonumber would fail the call just the same (later) on a bad one.
   local stored = tonumber(s[1])
-  if stored == start then return start, tonumber(s[2]), tonumber(s[3]), true end
-  if stored == start - window then return start, tonumber(s[3]), 0, false end
+  if stored == start then return start, s[2] + 0, s[3] + 0, true end
+  if stored == start - window then return start, s[3] + 0, 0, false end
   return start, 0, 0, false
 end
 -- How long the counters still matter: the current window's count until the next window ends, the

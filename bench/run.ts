@@ -95,7 +95,8 @@ export async function bytesPerClient(url: string, db: number, pick: (redis: Redi
     const contender = pick(redis);
     // Two decisions for each of two keys, as every measured client gets: loads the scripts (sluice's
     // batch script too), opens the database and pays what a server allocates once for a command's
-    // first use (its first INCRBY measured 25 KB: 2.5 B per client of 10,000) before the first reading.
+    // first use (Redis 7.0's latency histogram of that command: 25 KB, 2.5 B per client of 10,000)
+    // before the first reading.
     for (let pass = 0; pass < 2; pass++) await Promise.all([contender.decide('warm-up:1'), contender.decide('warm-up:2')]);
     const before = await usedMemory(redis);
     const keys = keysFor(clients);

@@ -51,12 +51,16 @@ function ALG.fw.decide(key, cost, now, p, peek, state)
   return allowed, limit - count, count > 0 and resetAfter or 0, allowed and 0 or resetAfter
 end
 -- A healthy counter is counted by INCRBY with the cost as ARGV gave it: SET with the new count
--- would have Redis format a number. Otherwise one SET writes count and TTL together.
+-- costs a formatted number more. INCRBY refuses a count that tonumber read but Redis does not
+-- take for an integer (' 3', '3.0', written by hand): SET writes it over, as it would have anyway.
+-- Otherwise one SET writes count and TTL together.
 function ALG.fw.admit(key, cost, now, p, state)
   local limit, window, current = p[1], p[2], state.current
   local count, resetAfter = current or 0, window - now % window
   if current and state.pttl >= 0 then
-    redis.call('INCRBY', key, state.costText)
+    if type(redis.pcall('INCRBY', key, state.costText)) == 'table' then
+      redis.call('SET', key, digits(count + cost), 'KEEPTTL')
+    end
   else
     redis.call('SET', key, digits(count + cost), 'PX', digits(resetAfter + 1))
   end

@@ -279,7 +279,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(refundOptions).policy);
-      if (!Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+      if (!Number.isSafeInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, `a whole number from 1 to ${Number.MAX_SAFE_INTEGER}`);
       denied?.forget(k);
       return (await guard.settle(() => run(clientId(k), list, 'refund', cost)))[0] === 1;
     },

@@ -155,8 +155,13 @@ const HELPERS = `
 local ALG = {}
 local floor, ceil, format = math.floor, math.ceil, string.format
 -- An integer as redis.call's argument: given a number, Redis 7.0 formats it with %.17g, which
--- costs twice as much as '%d' (see algorithm.ts).
-local function digits(n) return format('%d', n) end
+-- costs more than '%d' (see algorithm.ts). '%d' would cut a fraction off, or overflow past 2^63,
+-- where Redis refuses the %.17g form: a number sluice did not compute (a score or a field written
+-- by hand) fails the call here instead.
+local function digits(n)
+  if n % 1 ~= 0 or n >= 2^63 or n < -2^63 then error('not an integer: ' .. tostring(n)) end
+  return format('%d', n)
+end
 `;
 
 /** What a list of policies always sends: its script, and the policies' part of ARGV. */

@@ -88,7 +88,9 @@ for (const storeCase of harness.cases) {
 
       it('rejects a bad cost', async () => {
         const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m' }) });
-        await assert.rejects(limiter.refund('k', 0), InvalidArgumentError);
+        await limiter.limit('k', { cost: 3 });
+        for (const cost of [0, 1.5, 2 ** 60, Number.NaN]) await assert.rejects(limiter.refund('k', cost), InvalidArgumentError, String(cost));
+        assert.equal((await limiter.peek('k')).remaining, 2, 'nothing was given back');
       });
     });
 

@@ -21,6 +21,19 @@ describe('fixed window in Redis: what each call writes', () => {
     assert.ok((await harness.redis.pttl(key)) <= ttl, 'the window end stays where it was');
   });
 
+  it('counts on a counter written by hand in a form INCRBY refuses (3.0, " 3"), writing it as a plain count', async () => {
+    for (const written of ['3.0', ' 3', '3e0']) {
+      const { limiter: l, key } = limiter();
+      await l.limit('k');
+      const ttl = await harness.redis.pttl(key);
+      await harness.redis.set(key, written, 'KEEPTTL');
+      const decision = await l.limit('k');
+      assert.deepEqual([decision.allowed, decision.remaining, decision.error], [true, 1, undefined], written);
+      assert.equal(await harness.redis.get(key), '4', written);
+      assert.ok((await harness.redis.pttl(key)) <= ttl, 'the window end stays where it was');
+    }
+  });
+
   it('gives a counter that lost its TTL (PERSIST) one back on a refund too, keeping its count', async () => {
     const { limiter: l, key } = limiter();
     await l.limit('k', { cost: 3 });

@@ -32,7 +32,14 @@ export const sluicePolicies: readonly { readonly name: string; policy(quota: Quo
   { name: 'slidingLog', policy: ({ limit, windowSeconds }) => slidingLog({ limit: Math.min(limit, 10_000), window: Math.min(windowSeconds, 86_400) * 1000 }) },
   { name: 'tokenBucket', policy: ({ limit, windowSeconds }) => tokenBucket({ capacity: limit, refillPerSecond: limit / windowSeconds }) },
   { name: 'gcra', policy: ({ limit, windowSeconds }) => gcra({ limit, period: windowSeconds * 1000 }) },
-  { name: 'slidingWindow', policy: ({ limit, windowSeconds }) => slidingWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }) },
+  {
+    name: 'slidingWindow',
+    policy: ({ limit, windowSeconds }) => {
+      const window = Math.min(windowSeconds, 86_400) * 1000;
+      // Its largest limit for the window (three times limit * window below 2^53): still never reached.
+      return slidingWindow({ limit: Math.min(limit, Math.floor(Number.MAX_SAFE_INTEGER / (3 * window))), window });
+    },
+  },
 ];
 
 // rate-limiter-flexible rejects a denied consume() with its result object (not an Error): a

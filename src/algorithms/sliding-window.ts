@@ -1,4 +1,5 @@
 import { parseDuration, type Duration } from '../core/duration.js';
+import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
@@ -145,7 +146,13 @@ const algorithm = defineAlgorithm<Counters>({
  */
 export function slidingWindow(options: SlidingWindowOptions): Policy {
   const o = optionsObject('slidingWindow', options);
-  const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
+  const limit = positiveInteger('limit', o.limit);
+  // The weighted count is kept in request-ms, up to three times limit * window (previous, current
+  // and the cost, each at most the limit): exact only below 2^53.
+  const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (3 * windowMs));
+  if (limit > mostExact) {
+    throw new InvalidOptionError('limit', limit, `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`);
+  }
   return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, 'sliding-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

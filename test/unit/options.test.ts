@@ -102,6 +102,10 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
     assert.equal(gcra({ limit: 2000, period: '1s' }).limit, 2000);
     rejectsOption(() => slidingWindow({ limit: 5, window: 5 }), 'window', '5');
     rejectsOption(() => slidingWindow({ limit: 1.5, window: '1s' }), 'limit', '1.5');
+    // Three times limit * window (ms) stays below 2^53, so the weighted count is exact.
+    rejectsOption(() => slidingWindow({ limit: 1e9, window: '1d' }), 'limit', '1000000000');
+    assert.equal(slidingWindow({ limit: 34_749_997, window: '1d' }).limit, 34_749_997);
+    rejectsOption(() => slidingWindow({ limit: 34_749_998, window: '1d' }), 'limit', '34749998');
     rejectsOption(() => concurrency({ limit: 5, leaseMs: 0 }), 'leaseMs', '0');
     rejectsOption(() => concurrency({ limit: -2, leaseMs: '1s' }), 'limit', '-2');
     const store = memoryStore();

@@ -41,5 +41,10 @@ export function gcra(options: GcraOptions): Policy {
     throw new InvalidOptionError('limit', limit, `at most ${Math.floor((periodMs * 1000) / MIN_INTERVAL_US)} per period here (one request per 500 µs), so the µs-rounded interval stays within 0.1% of the rate`);
   }
   const interval = Math.round(exactInterval);
+  // A key is up to two bursts of intervals ahead, in µs (one held, one asked): exact below 2^53.
+  const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (2 * interval));
+  if (burst > mostExact) {
+    throw new InvalidOptionError('burst', burst, `at most ${mostExact} at this rate, so that the schedule (two bursts of ${interval} µs intervals) stays exact below 2^53 µs`);
+  }
   return definePolicy({ algorithm: 'gcra', name: policyName(o.name, 'gcra'), limit, windowMs: periodMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
 }

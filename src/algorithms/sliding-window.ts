@@ -93,7 +93,8 @@ end
 
 function counters(now: number, stored: Counters | undefined, window: number): Counters & { same: boolean } {
   const start = now - (now % window);
-  if (stored?.start === start) return { ...stored, same: true };
+  // Built field by field: a spread of `stored` measured a quarter of the twin's time.
+  if (stored?.start === start) return { start, previous: stored.previous, current: stored.current, same: true };
   if (stored?.start === start - window) return { start, previous: stored.current, current: 0, same: false };
   return { start, previous: 0, current: 0, same: false };
 }

@@ -16,8 +16,13 @@ export interface SlidingLogOptions {
 // Larger limits want a constant-memory algorithm instead.
 export const SLIDING_LOG_MAX_LIMIT = 10_000;
 
-/** A log entry: when it was admitted (score) and its id (member), unique within the key. */
-type Member = readonly [score: number, id: number];
+/**
+ * The twin's log: for each admitted unit, oldest first, when it was admitted (its score) and its id
+ * (its member), unique within the key, one number after the other. Flat, so that a member costs
+ * no object of its own: as an array of [score, id] pairs the memory store made 0.72-0.83 million
+ * decisions per second in a probe (10,000 keys, limit 10,000, alone in process), flat 1.2-1.4 million.
+ */
+type Log = number[];
 
 /*
  * KEY  a sorted set: one member per admitted unit, scored by its admission time in ms
@@ -83,56 +88,58 @@ function ALG.sl.refund(key, cost, now, p)
 end
 `;
 
-/** The index of the first member scored after `cutoff`: scores never decrease along a log. */
-function firstAfter(log: readonly Member[], cutoff: number): number {
+/** The index (counted in members) of the first member scored after `cutoff`: scores never decrease along a log. */
+function firstAfter(log: Log, cutoff: number): number {
   let low = 0;
-  let high = log.length;
+  let high = log.length / 2;
   while (low < high) {
     const middle = (low + high) >>> 1;
-    if ((log[middle] as Member)[0] > cutoff) high = middle;
+    if ((log[2 * middle] as number) > cutoff) high = middle;
     else low = middle + 1;
   }
   return low;
 }
 
-const algorithm = defineAlgorithm<Member[]>({
+const algorithm = defineAlgorithm<Log>({
   id: 'sl',
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1], peek) {
     const log = entry?.value ?? [];
     // The members still in the window are the log's tail, from `start`.
     const start = firstAfter(log, now - window);
-    const count = log.length - start;
+    const count = log.length / 2 - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
-    const newest = peek || count > 0 ? log.at(-1) : undefined;
+    const hasNewest = (peek || count > 0) && log.length > 0;
+    const newestAt = hasNewest ? (log[log.length - 2] as number) : now;
+    const newestId = hasNewest ? (log[log.length - 1] as number) : 0;
     const allowed = count + cost <= limit;
-    const leaving = allowed ? undefined : log[start + count + cost - limit - 1];
-    const resetAfter = count > 0 && newest ? newest[0] + window - now : 0;
+    const leavingAt = allowed ? undefined : log[2 * (start + count + cost - limit - 1)];
+    const resetAfter = count > 0 && hasNewest ? newestAt + window - now : 0;
     // admit and keep write the stored log itself, pruned and extended in place (decide and peek
     // only read it): a copy per call would cost time in proportion to the limit.
-    const pruned = (): Member[] => {
-      if (start > 0) log.splice(0, start);
+    const pruned = (): Log => {
+      if (start > 0) log.splice(0, 2 * start);
       return log;
     };
     return {
       allowed,
       remaining: limit - count,
       resetAfter,
-      retryAfter: leaving ? leaving[0] + window - now : 0,
+      retryAfter: leavingAt === undefined ? 0 : leavingAt + window - now,
       admit() {
-        const at = Math.max(now, newest?.[0] ?? now);
-        const firstId = Math.max(now * 1000, newest ? newest[1] + 1 : 0);
+        const at = Math.max(now, newestAt);
+        const firstId = Math.max(now * 1000, hasNewest ? newestId + 1 : 0);
         const value = pruned();
-        for (let i = 0; i < cost; i++) value.push([at, firstId + i]);
+        for (let i = 0; i < cost; i++) value.push(at, firstId + i);
         const reset = at + window - now;
         return { write: { value, ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: 0 };
       },
-      keep: (): Entry<Member[]> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
+      keep: (): Entry<Log> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
     };
   },
   refund(_now, entry, cost) {
     if (!entry || entry.value.length === 0) return unchanged;
-    const kept = entry.value.slice(0, Math.max(0, entry.value.length - cost));
+    const kept = entry.value.slice(0, Math.max(0, entry.value.length - 2 * cost));
     return { write: kept.length > 0 ? { value: kept, ttlMs: entry.ttlMs } : null, done: true };
   },
 });

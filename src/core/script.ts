@@ -137,7 +137,7 @@ end
 
 /**
  * Lua statements that set `now`, every decision's time: the Redis server's, in ms. TIME replies
- * with strings, read by arithmetic (see callOf).
+ * with strings, read by arithmetic (see callOf). They follow a script's setup, which defines `floor`.
  */
 export const READ_SERVER_TIME = `local time = redis.call('TIME')
 local now = time[1] * 1000 + floor(time[2] / 1000)`;

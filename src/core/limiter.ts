@@ -108,6 +108,30 @@ function callOptions<T extends object>(value: T | undefined): Partial<T> {
   return value;
 }
 
+/**
+ * limitMany through a limiter's `limit` (its own, or an observed one): every key is checked before
+ * anything is sent, so a bad key counts nothing; the rest are asked at once (one batch in Redis).
+ */
+export async function limitEach(limit: Limiter['limit'], keys: unknown, limitOptions?: LimitOptions): Promise<Decision[]> {
+  if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
+  keys.forEach(validKey);
+  return Promise.all(keys.map((key: string) => limit(key, limitOptions)));
+}
+
+/** waitFor through a limiter's `limit` (its own, or an observed one, which then sees every attempt). */
+export async function waitThrough(limit: Limiter['limit'], key: string, waitOptions?: WaitOptions): Promise<Decision> {
+  const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
+  const timeoutMs = timeout === undefined ? Infinity : parseDuration('timeout', timeout, 1, InvalidArgumentError);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', signal, 'an AbortSignal');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    signal?.throwIfAborted();
+    const decision = await limit(key, limitOptions);
+    if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
+    await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
+  }
+}
+
 /** Each policy's numbers, and the decision: the policy that denies longest, or the one with least room. */
 function decide(reply: Reply, policies: readonly Policy[]): Decision {
   const allowed = reply[0] === 1;
@@ -260,12 +284,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     limit(key, limitOptions) {
       return promised(() => consume(key, limitOptions, false));
     },
-    async limitMany(keys, limitOptions) {
-      if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
-      // Every key is checked before anything is sent, so a bad key counts nothing.
-      keys.forEach(validKey);
-      return Promise.all(keys.map((key) => limiter.limit(key, limitOptions)));
-    },
+    limitMany: (keys, limitOptions) => limitEach(limiter.limit, keys, limitOptions),
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
@@ -289,18 +308,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       denied?.forget(k);
       await guard.settle(() => run(clientId(k), policies, 'block', 1, ms));
     },
-    async waitFor(key, waitOptions) {
-      const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
-      const timeoutMs = timeout === undefined ? Infinity : parseDuration('timeout', timeout, 1, InvalidArgumentError);
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', signal, 'an AbortSignal');
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        signal?.throwIfAborted();
-        const decision = await limiter.limit(key, limitOptions);
-        if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
-        await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
-      }
-    },
+    waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
     async acquire(key, acquireOptions) {
       const sent: Sent = { list: policies, cost: 1 };
       const decision = await consume(key, acquireOptions, true, sent);

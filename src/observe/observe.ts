@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
-import type { Lease, Limiter } from '../core/limiter.js';
+import { limitEach, waitThrough, type Lease, type Limiter } from '../core/limiter.js';
 import type { Decision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 
@@ -248,9 +248,13 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     return decision;
   }
 
+  const limit: Limiter['limit'] = (key, limitOptions) => decide('limit', key, () => limiter.limit(key, limitOptions));
   return {
     ...limiter,
-    limit: (key, limitOptions) => decide('limit', key, () => limiter.limit(key, limitOptions)),
+    limit,
+    // Through the observed limit, so each decision they make is counted and timed as one.
+    limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
+    waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     peek: (key, peekOptions) => decide('peek', key, () => limiter.peek(key, peekOptions)),
     // A lease is a decision too: counted as one, and returned whole so it can be released.
     acquire: (key, acquireOptions) => decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,

@@ -91,6 +91,26 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     assert.equal(found.has('sluice.requests.shadow_denied'), false);
   });
 
+  it('counts and times each decision limitMany and waitFor make, as limit() calls', async () => {
+    const { reader, provider, meter } = meterWithReader();
+    after(() => provider.shutdown());
+    const limiter = observe(createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 2, window: 300 }) }), { meter });
+    const many = await limiter.limitMany(['a', 'a', 'a', 'b']);
+    assert.deepEqual(many.map((d) => d.allowed), [true, true, false, true]);
+    // A bad key counts nothing, as in the limiter it wraps.
+    await assert.rejects(limiter.limitMany(['c', '']), InvalidArgumentError);
+    // 'a' is spent for this window: waitFor is denied (at least) once, then admitted in the next one.
+    const waited = await limiter.waitFor('a', { timeout: '2s' });
+    assert.equal(waited.allowed, true);
+    const found = await collect(reader);
+    const labels = labelsOf(limiter);
+    const sum = (name: string) => (found.get(name) ?? []).reduce((total, point) => total + point.value, 0);
+    const denied = sum('sluice.requests.denied');
+    assert.ok(denied >= 2, `denied ${denied}: limitMany's one and waitFor's waiting`);
+    assert.equal(sum('sluice.requests.allowed'), 4);
+    assert.deepEqual(found.get('sluice.operation.duration'), [{ attributes: { ...labels, 'sluice.operation': 'limit' }, value: 4 + denied }]);
+  });
+
   it('decides exactly as the limiter it wraps', async () => {
     let now = 1_000_000;
     const clock = () => now;

@@ -30,7 +30,6 @@ async function flood(redis: Redis, calls: number, cached: boolean, prefix: strin
       sent++;
       return store.run(...args);
     },
-    delete: (keys) => store.delete(keys),
   };
   const limiter = createLimiter({
     store: counting,

@@ -9,6 +9,7 @@ export {
   InvalidArgumentError,
   CostExceedsLimitError,
   StoreError,
+  StoreTimeoutError,
   WrongMethodError,
   type SluiceErrorCode,
 } from './core/errors.js';

@@ -87,6 +87,17 @@ export class StoreError extends SluiceError {
   }
 }
 
+/**
+ * The store did not answer within the limiter's `timeout`, or the call reached Redis only after it
+ * and was refused there, counting nothing.
+ */
+export class StoreTimeoutError extends StoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreTimeoutError';
+  }
+}
+
 /** Any failure of a store call as a StoreError, keeping the original as `cause`. */
 export function toStoreError(error: unknown): StoreError {
   if (error instanceof StoreError) return error;

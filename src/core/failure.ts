@@ -1,5 +1,5 @@
 import { parseDuration, type Duration } from './duration.js';
-import { InvalidOptionError, StoreError, toStoreError } from './errors.js';
+import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
 
@@ -155,11 +155,14 @@ class Deadlines {
   };
 }
 
+/** A store call, told how long it may still take effect: after that its caller has moved on. */
+export type StoreCall<T> = (validForMs: number) => Promise<T>;
+
 export interface FailureGuard {
   /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
-  decide(policies: readonly Policy[], call: () => Promise<Decision>, askFallback: (fallback: Limiter) => Promise<Decision>): Promise<Decision>;
+  decide(policies: readonly Policy[], call: StoreCall<Decision>, askFallback: (fallback: Limiter) => Promise<Decision>): Promise<Decision>;
   /** Runs a store call that has no decision to fall back on (reset): within the timeout, or a StoreError. */
-  settle<T>(call: () => Promise<T>): Promise<T>;
+  settle<T>(call: StoreCall<T>): Promise<T>;
 }
 
 /** A decision made without the store: every policy admits (fail open) or denies (fail closed) alike. */
@@ -207,17 +210,18 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
 
   /**
    * Runs a store call and reports, once, its value or why it failed: an error, or no reply within
-   * the timeout. A reply after the timeout is ignored, and a late rejection is handled, never unhandled.
+   * the timeout. A reply after the timeout is ignored, and a late rejection is handled, never
+   * unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
    */
-  function attempt<T>(call: () => Promise<T>, ok: (value: T) => void, fail: (reason: FailureReason, error: StoreError) => void): void {
+  function attempt<T>(call: StoreCall<T>, ok: (value: T) => void, fail: (reason: FailureReason, error: StoreError) => void): void {
     const pending = deadlines.add(() => {
-      const error = new StoreError(`no reply within ${timeoutMs} ms`);
+      const error = new StoreTimeoutError(`no reply within ${timeoutMs} ms`);
       failed('timeout', error);
       fail('timeout', error);
     });
     let answer: Promise<T>;
     try {
-      answer = call();
+      answer = call(timeoutMs);
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -230,8 +234,9 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
       (raw: unknown) => {
         if (!deadlines.finish(pending)) return;
         const error = toStoreError(raw);
-        failed('store-error', error);
-        fail('store-error', error);
+        const reason = error instanceof StoreTimeoutError ? 'timeout' : 'store-error';
+        failed(reason, error);
+        fail(reason, error);
       },
     );
   }

@@ -70,7 +70,7 @@ export interface Limiter {
 }
 
 function isStore(value: unknown): value is Store {
-  return typeof value === 'object' && value !== null && typeof (value as Store).run === 'function' && typeof (value as Store).delete === 'function';
+  return typeof value === 'object' && value !== null && typeof (value as Store).run === 'function';
 }
 
 function isPolicy(value: unknown): value is Policy {
@@ -219,8 +219,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return shared;
   }
 
-  function run(id: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
-    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms));
+  /** One guarded store call: it counts nothing if it reaches the store after `validForMs`. */
+  function run(validForMs: number, id: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
+    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
   }
 
   /**
@@ -235,8 +236,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
     return guard.decide(
       list,
-      () =>
-        run(id, list, op, cost).then((reply) => {
+      (validForMs) =>
+        run(validForMs, id, list, op, cost).then((reply) => {
           if (sent) sent.reply = reply;
           return decide(reply, list);
         }),
@@ -293,20 +294,23 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async reset(key) {
       const k = validKey(key);
       denied?.forget(k);
-      await guard.settle(() => store.delete(callKeys(prefix, k, policies, true)));
+      // Every key of the client, the strikes key included even without a penalty box: an earlier
+      // configuration with one may have left strikes.
+      const keys = callKeys(prefix, k, policies, true);
+      await guard.settle((validForMs) => store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), validForMs));
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(refundOptions).policy);
       if (!Number.isSafeInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, `a whole number from 1 to ${Number.MAX_SAFE_INTEGER}`);
       denied?.forget(k);
-      return (await guard.settle(() => run(clientId(k), list, 'refund', cost)))[0] === 1;
+      return (await guard.settle((validForMs) => run(validForMs, clientId(k), list, 'refund', cost)))[0] === 1;
     },
     async block(key, duration) {
       const k = validKey(key);
       const ms = parseDuration('duration', duration, 1, InvalidArgumentError);
       denied?.forget(k);
-      await guard.settle(() => run(clientId(k), policies, 'block', 1, ms));
+      await guard.settle((validForMs) => run(validForMs, clientId(k), policies, 'block', 1, ms));
     },
     waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
     async acquire(key, acquireOptions) {
@@ -326,7 +330,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
         const replies = await Promise.all(
           held.map(({ policy, id, keys }) =>
-            guard.settle(() => store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }))),
+            guard.settle((validForMs) =>
+              store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }), validForMs),
+            ),
           ),
         );
         return replies.some((r) => r[0] === 1);

@@ -3,7 +3,7 @@ import type { Algorithm, Step } from '../algorithms/algorithm.js';
 import type { Arg, Entry, Script, Write } from './types.js';
 
 /** What a call asks of the script. */
-export type Op = 'limit' | 'peek' | 'refund' | 'release' | 'extend' | 'block';
+export type Op = 'limit' | 'peek' | 'refund' | 'release' | 'extend' | 'block' | 'reset';
 
 /** The arguments of one call, before they are flattened into ARGV. */
 export interface Call {
@@ -73,6 +73,11 @@ local function decideCall(KEYS, ARGV, now, out, at)
     out[at + 1], out[at + 2], out[at + 3] = 1, now, c.target
     return 3
   end
+  if op == 'reset' then
+    redis.call('DEL', unpack(KEYS))
+    out[at + 1], out[at + 2], out[at + 3] = 1, now, 0
+    return 3
+  end
   if op == 'refund' or op == 'release' or op == 'extend' then
     local done = 0
     for i, policy in ipairs(policies) do
@@ -135,15 +140,29 @@ local function decideCall(KEYS, ARGV, now, out, at)
 end
 `;
 
-/**
- * Lua statements that set `now`, every decision's time: the Redis server's, in ms. TIME replies
- * with strings, read by arithmetic (see callOf). They follow a script's setup, which defines `floor`.
- */
-export const READ_SERVER_TIME = `local time = redis.call('TIME')
-local now = time[1] * 1000 + floor(time[2] / 1000)`;
+/** The first word of a late call's error reply. */
+export const LATE = 'LATE';
 
-// A call on its own: one decision, its reply the whole reply.
-const BODY = `${READ_SERVER_TIME}
+/**
+ * Lua statements that set `now`, every decision's time: the Redis server's, in ms, and refuse the
+ * whole call when `now` is past `deadline` (a Lua expression; 0: none), the server time after which
+ * the caller stopped waiting and answered from its failure policy: a command that reaches Redis
+ * late (held in a paused server, a stalled connection, a client's resend queue) then counts nothing.
+ * The refusal is an error reply naming the server's time, from which the store learns its clock.
+ * TIME replies with strings, read by arithmetic (see callOf). They follow a script's setup, which
+ * defines `floor` and `digits`.
+ */
+export function readServerTime(deadline: string): string {
+  return `local time = redis.call('TIME')
+local now = time[1] * 1000 + floor(time[2] / 1000)
+local deadline = ${deadline}
+if deadline > 0 and now >= deadline then
+  return redis.error_reply('${LATE} ' .. digits(now) .. ' (server time in ms) reached after the deadline ' .. digits(deadline))
+end`;
+}
+
+// A call on its own: one decision, its reply the whole reply. Its deadline follows its ARGV.
+const BODY = `${readServerTime('ARGV[#ARGV] + 0')}
 local out = {}
 decideCall(KEYS, ARGV, now, out, 0)
 return out
@@ -218,6 +237,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
       writes[0] = { value: now + call.target, ttlMs: call.target };
       return { reply: [1, now, call.target], writes };
     }
+    if (call.op === 'reset') return { reply: [1, now, 0], writes: writes.fill(null) };
     if (call.op === 'refund' || call.op === 'release' || call.op === 'extend') {
       let done = 0;
       policies.forEach(({ kind, params }, i) => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { READ_SERVER_TIME } from '../core/script.js';
+import { readServerTime } from '../core/script.js';
 import type { Arg, Script } from '../core/types.js';
 import { unpackArray } from './msgpack.js';
 
@@ -12,7 +12,8 @@ export interface BatchScript {
 
 /*
  * KEYS   every request's keys, request after request
- * ARGV   requests sharing their args come as one group: the group's number of requests, the
+ * ARGV   the batch's deadline (the earliest of its requests', see readServerTime), then the
+ *        requests, those sharing their args as one group: the group's number of requests, the
  *        number of keys of each, the number of args, then the args, once for all of them
  * reply  for each request: the length of its reply, then its reply; or -1 and an error message.
  *        Packed (for clients that hand a reply over as a Buffer), all of it as one MessagePack
@@ -30,9 +31,9 @@ export interface BatchScript {
 function batchLua(script: Script, packed: boolean): string {
   return `-- sluice batch of ${script.name}
 ${script.setup}
-${READ_SERVER_TIME}
+${readServerTime('ARGV[1] + 0')}
 local out, n = {}, 0
-local k, a = 1, 1
+local k, a = 1, 2
 while a <= #ARGV do
   local count, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local args, keys = {unpack(ARGV, a + 3, a + 2 + na)}, {}
@@ -80,7 +81,7 @@ export interface Request {
 }
 
 /** A batch as the batch script reads it, and its requests in the order it runs (and replies to) them. */
-export function batchArguments(requests: readonly Request[]): { keys: string[]; args: string[]; order: Request[] } {
+export function batchArguments(requests: readonly Request[], deadline: string): { keys: string[]; args: string[]; order: Request[] } {
   // Requests of one limiter usually share one args array: found by identity, the group costs
   // nothing to find. Other requests with equal args join it by their text.
   const byArgs = new Map<readonly Arg[], Request[]>();
@@ -96,7 +97,7 @@ export function batchArguments(requests: readonly Request[]): { keys: string[]; 
     group.push(request);
   }
   const keys: string[] = [];
-  const args: string[] = [];
+  const args: string[] = [deadline];
   const order: Request[] = [];
   for (const group of groups.values()) {
     const [first] = group;

@@ -225,11 +225,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const { ids, names } = split(keys);
       return Promise.resolve(execute(ids, names, script, args));
     },
-    delete(keys) {
-      const { ids, names } = split(keys);
-      ids.forEach((id, i) => remove(id, names[i] as string));
-      return Promise.resolve();
-    },
   };
   return asLocalStore(store, execute);
 }

@@ -1,6 +1,8 @@
-import { InvalidOptionError, StoreError, toStoreError } from '../core/errors.js';
+import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import { LATE } from '../core/script.js';
 import type { Arg, Reply, Script } from '../core/types.js';
 import { batchArguments, batchScript, settle, type Request } from './batch.js';
+import { ServerClock } from './server-clock.js';
 import { hashSlot } from './slot.js';
 import type { Store } from './store.js';
 
@@ -16,7 +18,6 @@ interface Evaluator {
 interface ScriptClient extends Evaluator {
   /** The same, replying with a Buffer where Redis replies with a string, if the client can. */
   readonly binary: Evaluator | undefined;
-  del(keys: readonly string[]): Promise<unknown>;
 }
 
 /** ioredis: `Redis` and `Cluster` (lower-case `evalsha`, keys and args spread after their count). */
@@ -25,7 +26,6 @@ interface IoRedisLike {
   eval(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalshaBuffer?(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalBuffer?(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
-  del(...keys: string[]): Promise<unknown>;
 }
 
 /** node-redis: `createClient()` and `createCluster()` (camel-case `evalSha`, keys and args in an object). */
@@ -34,7 +34,6 @@ interface NodeRedisLike {
   eval(lua: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   /** node-redis 5 and later: the same client, with some reply types read as another. */
   withTypeMapping?(mapping: Record<number, unknown>): NodeRedisLike;
-  del(keys: string[]): Promise<unknown>;
 }
 
 // RESP's marker of a bulk string ('$'), which is what node-redis's RESP_TYPES.BLOB_STRING names.
@@ -66,22 +65,20 @@ function nodeRedisEvaluator(c: NodeRedisLike): Evaluator {
 }
 
 function scriptClient(client: unknown): ScriptClient {
-  if (hasMethods(client, 'evalsha', 'eval', 'del')) {
+  if (hasMethods(client, 'evalsha', 'eval')) {
     const c = client as IoRedisLike;
     const binary = hasMethods(c, 'evalshaBuffer', 'evalBuffer');
     return {
       ...ioRedisEvaluator(c.evalsha.bind(c), c.eval.bind(c)),
       binary: binary ? ioRedisEvaluator(c.evalshaBuffer!.bind(c), c.evalBuffer!.bind(c)) : undefined,
-      del: (keys) => c.del(...keys),
     };
   }
-  if (hasMethods(client, 'evalSha', 'eval', 'del')) {
+  if (hasMethods(client, 'evalSha', 'eval')) {
     const c = client as NodeRedisLike;
     return {
       ...nodeRedisEvaluator(c),
       // node-redis 4 has no type mapping: its batches reply as a RESP array.
       binary: c.withTypeMapping ? nodeRedisEvaluator(c.withTypeMapping({ [BULK_STRING]: Buffer })) : undefined,
-      del: (keys) => c.del([...keys]),
     };
   }
   throw new InvalidOptionError('client', client, 'an ioredis client (Redis or Cluster) or a node-redis client (createClient or createCluster)');
@@ -110,13 +107,19 @@ class Pending implements Request {
     readonly script: Script,
     readonly keys: readonly string[],
     readonly args: readonly Arg[],
+    /** The local time (performance.now()) after which it must count nothing; Infinity: none. */
+    readonly deadline: number,
+    private readonly clock: ServerClock,
     private readonly done: (reply: Reply) => void,
     private readonly fail: (error: StoreError) => void,
   ) {}
 
   resolve(raw: unknown): void {
-    if (isReply(raw)) this.done(raw);
-    else this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+    if (isReply(raw)) {
+      // Every reply names the server's time when the script ran (see Reply).
+      this.clock.observe(raw[1] as number);
+      this.done(raw);
+    } else this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
   }
 
   reject(error: unknown): void {
@@ -136,8 +139,9 @@ class Pending implements Request {
  */
 export function redisStore(client: RedisClient): Store {
   const redis = scriptClient(client);
+  const clock = new ServerClock();
   const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
-  let queued = new Map<Script, Map<number, Request[]>>();
+  let queued = new Map<Script, Map<number, Pending[]>>();
 
   async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[], via: Evaluator = redis) {
     try {
@@ -148,19 +152,38 @@ export function redisStore(client: RedisClient): Store {
     }
   }
 
-  function send(script: Script, requests: readonly Request[]): void {
+  /** The earliest of the requests' deadlines in the server's time, as the script's argument ('0': none, or not known yet). */
+  function serverDeadline(requests: readonly Pending[]): string {
+    let earliest = Infinity;
+    for (const request of requests) if (request.deadline < earliest) earliest = request.deadline;
+    return String(earliest === Infinity ? 0 : (clock.serverTime(earliest) ?? 0));
+  }
+
+  /** A failed call's error; a late call's refusal also tells the server's time. */
+  function failure(error: unknown): unknown {
+    const message = error instanceof Error ? error.message : '';
+    if (!message.startsWith(`${LATE} `)) return error;
+    clock.observe(Number(message.split(' ', 2)[1]));
+    return new StoreTimeoutError(`the call reached Redis after its deadline and counted nothing: ${message}`, { cause: error });
+  }
+
+  function send(script: Script, requests: readonly Pending[]): void {
+    const deadline = serverDeadline(requests);
     const [first] = requests;
     if (requests.length === 1 && first) {
-      evaluate(script, first.keys, first.args).then(
+      evaluate(script, first.keys, [...first.args, deadline]).then(
         (raw) => first.resolve(raw),
-        (error: unknown) => first.reject(error),
+        (error: unknown) => first.reject(failure(error)),
       );
       return;
     }
-    const { keys, args, order } = batchArguments(requests);
+    const { keys, args, order } = batchArguments(requests, deadline);
     evaluate(batchScript(script, redis.binary !== undefined), keys, args, redis.binary).then(
       (raw) => settle(order, raw, (message) => new StoreError(message)),
-      (error: unknown) => requests.forEach((request) => request.reject(error)),
+      (error: unknown) => {
+        const reason = failure(error);
+        requests.forEach((request) => request.reject(reason));
+      },
     );
   }
 
@@ -185,16 +208,9 @@ export function redisStore(client: RedisClient): Store {
   }
 
   return {
-    run(script, keys, args) {
-      return new Promise((done, fail) => enqueue(new Pending(script, keys, args, done, fail)));
-    },
-    async delete(keys) {
-      if (keys.length === 0) return;
-      try {
-        await redis.del(keys);
-      } catch (error) {
-        throw toStoreError(error);
-      }
+    run(script, keys, args, validForMs) {
+      const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
+      return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));
     },
   };
 }

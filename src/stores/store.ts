@@ -5,10 +5,13 @@ import type { Arg, Reply, Script } from '../core/types.js';
  * which algorithm the script is: Redis runs its Lua, memory runs its twin.
  */
 export interface Store {
-  /** Runs one atomic step. Rejects with a StoreError when the store fails. */
-  run(script: Script, keys: readonly string[], args: readonly Arg[]): Promise<Reply>;
-  /** Forgets these keys. */
-  delete(keys: readonly string[]): Promise<void>;
+  /**
+   * Runs one atomic step. Rejects with a StoreError when the store fails. With `validForMs`, the
+   * step must take effect within that many ms from now or not at all: the caller stops waiting
+   * then and answers by its failure policy, so a step that ran later would count a request twice
+   * (or one that was refused). A store that answers at once may ignore it.
+   */
+  run(script: Script, keys: readonly string[], args: readonly Arg[], validForMs?: number): Promise<Reply>;
 }
 
 /** How a limiter asks a local store for one atomic step: by the client's id and its parts' names. */

@@ -80,7 +80,6 @@ function ttlCheckedStore(inner: Store, policy: Policy, windowMs: number): Store 
         keys,
         args,
       ),
-    delete: (keys) => inner.delete(keys),
   };
 }
 

@@ -17,10 +17,10 @@ describe('batch layout', () => {
     const a = request(['k1'], ['1', '0', '5']);
     const b = request(['k2'], ['2', '0', '5']);
     const c = request(['k3'], ['1', '0', '5']);
-    const { keys, args, order } = batchArguments([a, b, c]);
+    const { keys, args, order } = batchArguments([a, b, c], '1700000000123');
     assert.deepEqual(order, [a, c, b]);
     assert.deepEqual(keys, ['k1', 'k3', 'k2']);
-    assert.deepEqual(args, ['2', '1', '3', '1', '0', '5', '1', '1', '3', '2', '0', '5']);
+    assert.deepEqual(args, ['1700000000123', '2', '1', '3', '1', '0', '5', '1', '1', '3', '2', '0', '5']);
   });
 
   it('hands each request its reply or its error, and fails the rest past a malformed part', () => {

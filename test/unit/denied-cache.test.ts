@@ -12,7 +12,6 @@ function countingStore(clock: { now: number }): Store & { calls: number } {
       counting.calls++;
       return store.run(...args);
     },
-    delete: (keys: readonly string[]) => store.delete(keys),
   };
   return counting;
 }

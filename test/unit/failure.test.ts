@@ -30,10 +30,6 @@ function switchableStore() {
       if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
       return healthy.run(script, keys, args);
     },
-    delete(keys) {
-      if (control.mode !== 'up') return Promise.reject(new Error('ECONNREFUSED'));
-      return healthy.delete(keys);
-    },
   };
   return { store, control };
 }

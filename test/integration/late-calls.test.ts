@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { createLimiter, fixedWindow, redisStore, StoreTimeoutError, type Limiter, type RedisClient } from '../../src/index.js';
+import { startProxy, type Proxy } from '../support/proxy.js';
+import { uniquePrefix } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+const LIMIT = 1_000;
+const TIMEOUT_MS = 100;
+
+/** A fault that keeps commands from running until it ends; they then run, late, in the order sent. */
+interface Fault {
+  start(): Promise<void>;
+  end(): Promise<void>;
+}
+
+describe('late calls: a call answered by the failure policy counts nothing when it reaches Redis later', () => {
+  let server: RedisServer;
+  let proxy: Proxy;
+  let admin: Redis;
+  before(async () => {
+    server = await startRedisServer(['--enable-debug-command', 'yes']);
+    proxy = await startProxy({ host: '127.0.0.1', port: server.port });
+    admin = new Redis(server.url);
+  });
+  after(async () => {
+    admin.disconnect();
+    await proxy.close();
+    await server.stop();
+  });
+
+  const faults: Record<string, () => Fault> = {
+    'a network partition': () => ({
+      start: async () => proxy.partition(),
+      end: async () => proxy.heal(),
+    }),
+    'CLIENT PAUSE': () => ({
+      // WRITE mode holds scripts (they may write) yet lets CLIENT UNPAUSE through.
+      start: async () => void (await admin.call('CLIENT', 'PAUSE', '60000', 'WRITE')),
+      end: async () => void (await admin.call('CLIENT', 'UNPAUSE')),
+    }),
+    'DEBUG SLEEP': () => {
+      let sleeping: Promise<unknown> = Promise.resolve();
+      return {
+        async start() {
+          sleeping = admin.call('DEBUG', 'SLEEP', '2');
+          // Once Redis sleeps it answers nothing: a PING on another connection tells it has begun.
+          const probe = new Redis(server.url);
+          const began = await Promise.race([probe.ping().then(() => false), new Promise<boolean>((done) => setTimeout(() => done(true), 200))]);
+          probe.disconnect();
+          assert.ok(began, 'DEBUG SLEEP did not hold the server');
+        },
+        end: async () => void (await sleeping),
+      };
+    },
+  };
+
+  const clients: Record<string, (port: number) => Promise<{ client: RedisClient; close(): Promise<void> }>> = {
+    ioredis: async (port) => {
+      const client = new Redis(port, '127.0.0.1');
+      return { client, close: async () => client.disconnect() };
+    },
+    'node-redis': async (port) => {
+      const client = createClient({ socket: { host: '127.0.0.1', port } });
+      await client.connect();
+      return { client, close: async () => void (await client.quit()) };
+    },
+  };
+
+  for (const [faultName, makeFault] of Object.entries(faults)) {
+    for (const [clientName, connect] of Object.entries(clients)) {
+      it(`${faultName}, ${clientName}: limit, refund, reset and block sent during the fault change nothing`, async () => {
+        const { client, close } = await connect(proxy.port);
+        try {
+          const { limiter, checker } = limiters(client);
+          // Before the fault: state for each call to change, and replies that tell the server's clock.
+          for (const key of ['limits', 'refund', 'refund', 'reset', 'reset', 'block']) await checker.limit(key);
+          const fault = makeFault();
+          await fault.start();
+          // Concurrent calls go as one batch; the calls after them each alone.
+          const answered = await Promise.all(Array.from({ length: 20 }, () => limiter.limit('limits')));
+          for (let i = 0; i < 3; i++) answered.push(await limiter.limit('limits'));
+          assert.deepEqual(new Set(answered.map((d) => `${d.allowed} ${d.reason}`)), new Set(['false timeout']));
+          await assert.rejects(limiter.refund('refund'), StoreTimeoutError);
+          await assert.rejects(limiter.reset('reset'), StoreTimeoutError);
+          await assert.rejects(limiter.block('block', HOUR), StoreTimeoutError);
+          await fault.end();
+          // Sent after the late calls on the same connection, so decided after them.
+          assert.deepEqual(await remainingOf(checker, ['limits', 'refund', 'reset', 'block']), {
+            limits: LIMIT - 2,
+            refund: LIMIT - 3,
+            reset: LIMIT - 3,
+            block: LIMIT - 2,
+          });
+        } finally {
+          await close();
+        }
+      });
+    }
+  }
+
+  it('a pause ending around the deadline: no call is both answered by the failure policy and counted', async (t) => {
+    const client = new Redis(server.port, '127.0.0.1');
+    try {
+      const { limiter, checker } = limiters(client);
+      let counted = (await checker.limit('k')).remaining;
+      const outcomes = { 'answered by Redis': 0, 'answered by the policy, not counted': 0, 'answered by the policy, counted': 0 };
+      // Pauses from 40 ms short of the timeout (room for a loaded machine) to 20 ms past it.
+      for (let pauseMs = TIMEOUT_MS - 40; pauseMs <= TIMEOUT_MS + 20; pauseMs++) {
+        await admin.call('CLIENT', 'PAUSE', String(pauseMs), 'WRITE');
+        const pausedUntil = performance.now() + pauseMs;
+        const decision = await limiter.limit('k');
+        // The next call, decided by Redis once the pause is over, shows whether this one counted.
+        await sleep(pausedUntil + 5 - performance.now());
+        const next = await checker.limit('k');
+        assert.equal(next.reason, undefined);
+        const countedBefore = counted - next.remaining - 1;
+        counted = next.remaining;
+        if (decision.reason === undefined) outcomes['answered by Redis']++;
+        else outcomes[countedBefore === 1 ? 'answered by the policy, counted' : 'answered by the policy, not counted']++;
+      }
+      t.diagnostic(JSON.stringify(outcomes));
+      assert.equal(outcomes['answered by the policy, counted'], 0);
+      assert.ok(outcomes['answered by Redis'] > 0 && outcomes['answered by the policy, not counted'] > 0, 'the pauses did not straddle the deadline');
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+/**
+ * The limiter under test, and one on the same store and keys that waits for Redis as long as a
+ * loaded machine may need, to read the state afterwards.
+ */
+function limiters(client: RedisClient): { limiter: Limiter; checker: Limiter } {
+  const options = { store: redisStore(client), policy: fixedWindow({ limit: LIMIT, window: HOUR }), prefix: uniquePrefix(), onStoreError: 'deny' } as const;
+  return { limiter: createLimiter({ ...options, timeout: TIMEOUT_MS }), checker: createLimiter({ ...options, timeout: '30s' }) };
+}
+
+/** Each key's remaining after one more call, decided by Redis. */
+async function remainingOf(limiter: Limiter, keys: readonly string[]): Promise<Record<string, number>> {
+  const decisions = await Promise.all(keys.map((key) => limiter.limit(key)));
+  return Object.fromEntries(
+    decisions.map((decision, i) => {
+      assert.equal(decision.reason, undefined, `${keys[i]} was not decided by Redis`);
+      assert.equal(decision.blockedForMs, undefined, `${keys[i]} is blocked`);
+      return [keys[i], decision.remaining];
+    }),
+  );
+}

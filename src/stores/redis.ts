@@ -2,6 +2,7 @@ import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from 
 import { LATE } from '../core/script.js';
 import type { Arg, Reply, Script } from '../core/types.js';
 import { batchArguments, batchScript, settle, type Request } from './batch.js';
+import { checkEviction, type MemorySettings } from './eviction.js';
 import { ServerClock } from './server-clock.js';
 import { hashSlot } from './slot.js';
 import type { Store } from './store.js';
@@ -18,6 +19,8 @@ interface Evaluator {
 interface ScriptClient extends Evaluator {
   /** The same, replying with a Buffer where Redis replies with a string, if the client can. */
   readonly binary: Evaluator | undefined;
+  /** The server's memory settings, where the client can ask for them. */
+  readonly memorySettings: MemorySettings | undefined;
 }
 
 /** ioredis: `Redis` and `Cluster` (lower-case `evalsha`, keys and args spread after their count). */
@@ -26,6 +29,7 @@ interface IoRedisLike {
   eval(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalshaBuffer?(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalBuffer?(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  config?(subcommand: 'GET', pattern: string): Promise<unknown>;
 }
 
 /** node-redis: `createClient()` and `createCluster()` (camel-case `evalSha`, keys and args in an object). */
@@ -34,6 +38,7 @@ interface NodeRedisLike {
   eval(lua: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   /** node-redis 5 and later: the same client, with some reply types read as another. */
   withTypeMapping?(mapping: Record<number, unknown>): NodeRedisLike;
+  configGet?(pattern: string): Promise<unknown>;
 }
 
 // RESP's marker of a bulk string ('$'), which is what node-redis's RESP_TYPES.BLOB_STRING names.
@@ -64,6 +69,15 @@ function nodeRedisEvaluator(c: NodeRedisLike): Evaluator {
   };
 }
 
+const MEMORY_SETTINGS = 'maxmemory*';
+
+function pairs(flat: unknown): Record<string, string> {
+  const list = Array.isArray(flat) ? flat.map(String) : [];
+  const settings: Record<string, string> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) settings[list[i] as string] = list[i + 1] as string;
+  return settings;
+}
+
 function scriptClient(client: unknown): ScriptClient {
   if (hasMethods(client, 'evalsha', 'eval')) {
     const c = client as IoRedisLike;
@@ -71,6 +85,8 @@ function scriptClient(client: unknown): ScriptClient {
     return {
       ...ioRedisEvaluator(c.evalsha.bind(c), c.eval.bind(c)),
       binary: binary ? ioRedisEvaluator(c.evalshaBuffer!.bind(c), c.evalBuffer!.bind(c)) : undefined,
+      // ioredis replies name, value, name, value...
+      memorySettings: c.config ? async () => pairs(await c.config!('GET', MEMORY_SETTINGS)) : undefined,
     };
   }
   if (hasMethods(client, 'evalSha', 'eval')) {
@@ -79,6 +95,7 @@ function scriptClient(client: unknown): ScriptClient {
       ...nodeRedisEvaluator(c),
       // node-redis 4 has no type mapping: its batches reply as a RESP array.
       binary: c.withTypeMapping ? nodeRedisEvaluator(c.withTypeMapping({ [BULK_STRING]: Buffer })) : undefined,
+      memorySettings: c.configGet ? async () => (await c.configGet!(MEMORY_SETTINGS)) as Record<string, string> : undefined,
     };
   }
   throw new InvalidOptionError('client', client, 'an ioredis client (Redis or Cluster) or a node-redis client (createClient or createCluster)');
@@ -140,6 +157,8 @@ class Pending implements Request {
 export function redisStore(client: RedisClient): Store {
   const redis = scriptClient(client);
   const clock = new ServerClock();
+  // Checked on the first call, when the client is connected, not at construction, when it may not be.
+  let evictionChecked = false;
   const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
   let queued = new Map<Script, Map<number, Pending[]>>();
 
@@ -209,6 +228,10 @@ export function redisStore(client: RedisClient): Store {
 
   return {
     run(script, keys, args, validForMs) {
+      if (!evictionChecked) {
+        evictionChecked = true;
+        if (redis.memorySettings) checkEviction(redis.memorySettings);
+      }
       const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
       return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));
     },

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { createLimiter, fixedWindow, redisStore, type RedisClient } from '../../src/index.js';
+import { evictionWarning } from '../../src/stores/eviction.js';
+import { uniquePrefix } from '../support/redis.js';
+
+/** The SluiceEvictionWarning messages emitted while `run` runs, and shortly after. */
+async function evictionWarnings(run: () => Promise<void>): Promise<string[]> {
+  const seen: string[] = [];
+  const listen = (warning: Error) => {
+    if (warning.name === 'SluiceEvictionWarning') seen.push(warning.message);
+  };
+  process.on('warning', listen);
+  try {
+    await run();
+    // The check's reply comes before the first call's; its warning is emitted on a later tick.
+    await sleep(50);
+  } finally {
+    process.off('warning', listen);
+  }
+  return seen;
+}
+
+describe("eviction: a server that may evict sluice's keys is warned about once", () => {
+  const servers: RedisServer[] = [];
+  after(() => Promise.all(servers.map((server) => server.stop())));
+
+  async function serverWith(args: string[]): Promise<RedisServer> {
+    const server = await startRedisServer(args);
+    servers.push(server);
+    return server;
+  }
+
+  const clients: Record<string, (url: string) => Promise<{ client: RedisClient; close(): Promise<void> }>> = {
+    ioredis: async (url) => {
+      const client = new Redis(url);
+      return { client, close: async () => client.disconnect() };
+    },
+    'node-redis': async (url) => {
+      const client = createClient({ url });
+      await client.connect();
+      return { client, close: async () => void (await client.quit()) };
+    },
+  };
+
+  const limited = ['--maxmemory', '100mb', '--maxmemory-policy'];
+  const settings = [
+    { name: 'allkeys-lru, 100mb', args: [...limited, 'allkeys-lru'], warns: 'allkeys-lru' },
+    { name: 'volatile-ttl, 100mb', args: [...limited, 'volatile-ttl'], warns: 'volatile-ttl' },
+    { name: 'noeviction, 100mb', args: [...limited, 'noeviction'], warns: undefined },
+    { name: 'allkeys-lru, no memory limit', args: ['--maxmemory', '0', '--maxmemory-policy', 'allkeys-lru'], warns: undefined },
+    { name: 'allkeys-lru, 100mb, CONFIG disabled', args: [...limited, 'allkeys-lru', '--rename-command', 'CONFIG', ''], warns: undefined },
+  ];
+
+  for (const { name, args, warns } of settings) {
+    for (const [clientName, connect] of Object.entries(clients)) {
+      it(`${name}, ${clientName}: ${warns ? 'warns once' : 'no warning'}, and calls are decided`, async () => {
+        const server = await serverWith(args);
+        const { client, close } = await connect(server.url);
+        try {
+          const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: '1h' }), prefix: uniquePrefix() });
+          const seen = await evictionWarnings(async () => {
+            for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).reason, undefined);
+          });
+          assert.equal(seen.length, warns ? 1 : 0, seen.join('\n'));
+          if (warns) assert.match(seen[0] as string, new RegExp(`maxmemory-policy ${warns} and maxmemory 104857600 bytes`));
+        } finally {
+          await close();
+        }
+      });
+    }
+  }
+
+  it('names the policy only when it can evict', () => {
+    for (const policy of ['allkeys-lru', 'allkeys-lfu', 'allkeys-random', 'volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl']) {
+      assert.match(evictionWarning({ maxmemory: '1', 'maxmemory-policy': policy }) ?? '', new RegExp(policy));
+    }
+    assert.equal(evictionWarning({ maxmemory: '1', 'maxmemory-policy': 'noeviction' }), undefined);
+    assert.equal(evictionWarning({ maxmemory: '0', 'maxmemory-policy': 'allkeys-lru' }), undefined);
+    assert.equal(evictionWarning({}), undefined);
+  });
+});

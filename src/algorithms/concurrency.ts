@@ -72,11 +72,19 @@ end
 function ALG.cc.refund(key, cost, now, p)
   return false
 end
+-- The key's TTL, from its last lease: for a release or an extend, which may find the key without
+-- one (PERSIST).
+local function cc_expire(key, now)
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if last[2] then redis.call('PEXPIRE', key, digits(last[2] - now + 1)) end
+end
 function ALG.cc.release(key, cost, now, p, id)
   local released = false
   for i = 0, cost - 1 do
     if redis.call('ZREM', key, digits(id + i)) == 1 then released = true end
   end
+  -- A release only frees slots, so a TTL the key has still covers its leases.
+  if released and redis.call('PTTL', key) == -1 then cc_expire(key, now) end
   return released
 end
 function ALG.cc.extend(key, cost, now, p, id, ms)
@@ -89,10 +97,7 @@ function ALG.cc.extend(key, cost, now, p, id, ms)
       held = true
     end
   end
-  if held then
-    local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, digits(last[2] - now + 1))
-  end
+  if held then cc_expire(key, now) end
   return held
 end
 `;

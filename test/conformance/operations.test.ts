@@ -200,6 +200,20 @@ for (const storeCase of harness.cases) {
         assert.equal(await crashed.extend(), false, 'an expired lease cannot be extended');
       });
 
+      if (storeCase.inRedis) {
+        it('a release gives a key that lost its TTL (PERSIST) its TTL back', async () => {
+          const redis = storeCase.redis!;
+          const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 2, leaseMs: '1m' }) });
+          const key = `${limiter.prefix}:{k}:${limiter.policy.kind.id}`;
+          const [first] = await Promise.all([limiter.acquire('k'), limiter.acquire('k')]);
+          assert.equal(await redis.persist(key), 1);
+          assert.equal(await first?.release(), true);
+          assert.equal(await redis.zcard(key), 1);
+          const ttl = await redis.pttl(key);
+          assert.ok(ttl > 0 && ttl <= 60_001, `PTTL ${ttl}`);
+        });
+      }
+
       it('wants acquire(), and acquire() wants a concurrency policy', async () => {
         const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 1, leaseMs: '1s' }) });
         await assert.rejects(limiter.limit('k'), WrongMethodError);

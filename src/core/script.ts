@@ -89,6 +89,8 @@ local function decideCall(KEYS, ARGV, now, out, at)
   blockedUntil = blockedUntil and blockedUntil + 0 or 0
   if blockedUntil > now then
     local blocked = blockedUntil - now
+    -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
+    if not peek and redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIREAT', KEYS[1], digits(blockedUntil)) end
     out[at + 1], out[at + 2], out[at + 3] = 0, now, blocked
     for i = 1, #policies do
       local p = at + 3 + (i - 1) * 5

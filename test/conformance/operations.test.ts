@@ -110,6 +110,23 @@ for (const storeCase of harness.cases) {
         await assert.rejects(limiter.block('k', '1x' as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'duration');
       });
 
+      if (storeCase.inRedis) {
+        it('a call during a block gives a block key that lost its TTL (PERSIST) its TTL back', async () => {
+          const redis = storeCase.redis!;
+          const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1h' }) });
+          const blockKey = `${limiter.prefix}:{k}:blk`;
+          await limiter.block('k', '1h');
+          assert.equal(await redis.persist(blockKey), 1);
+          assert.equal((await limiter.peek('k')).allowed, false);
+          assert.equal(await redis.pttl(blockKey), -1, 'peek writes nothing');
+          const denied = await limiter.limit('k');
+          assert.ok(denied.blockedForMs && denied.blockedForMs > HOUR - 5_000, String(denied.blockedForMs));
+          const ttl = await redis.pttl(blockKey);
+          // It expires when the block ends.
+          assert.ok(Math.abs(ttl - denied.blockedForMs) <= 5, `PTTL ${ttl}, blocked for ${denied.blockedForMs} ms`);
+        });
+      }
+
       it('blocks a key after N denials in a row', async () => {
         const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1h' }), penalty: { after: 3, block: '1h' } });
         await limiter.limit('k');

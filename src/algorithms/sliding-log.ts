@@ -78,6 +78,8 @@ function ALG.sl.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
 function ALG.sl.refund(key, cost, now, p)
+  -- Entries that have left the window count no more: giving one back would give nothing.
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', digits(now - p[2]))
   if #redis.call('ZPOPMAX', key, digits(cost)) == 0 then return false end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
@@ -137,9 +139,13 @@ const algorithm = defineAlgorithm<Log>({
       keep: (): Entry<Log> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
     };
   },
-  refund(_now, entry, cost) {
-    if (!entry || entry.value.length === 0) return unchanged;
-    const kept = entry.value.slice(0, Math.max(0, entry.value.length - 2 * cost));
+  refund(now, entry, cost, [, window = 1]) {
+    if (!entry) return unchanged;
+    const log = entry.value;
+    // As in Lua: pruned first, so an entry that has left the window is not given back.
+    const start = 2 * firstAfter(log, now - window);
+    if (start === log.length) return { write: null, done: false };
+    const kept = log.slice(start, Math.max(start, log.length - 2 * cost));
     return { write: kept.length > 0 ? { value: kept, ttlMs: entry.ttlMs } : null, done: true };
   },
 });

@@ -86,6 +86,18 @@ for (const storeCase of harness.cases) {
         });
       }
 
+      if (storeCase.inRedis) {
+        it('slidingLog: gives nothing back, and says so, when every entry has left the window but the key lives', async () => {
+          const limiter = limiterOn(storeCase, { policy: slidingLog({ limit: 5, window: 50 }) });
+          await limiter.limit('k', { cost: 2 });
+          // The key outlives its entries, as it does for the last ms of its TTL.
+          await storeCase.redis!.pexpire(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`, 60_000);
+          await sleep(80);
+          assert.equal(await limiter.refund('k'), false);
+          assert.equal((await limiter.peek('k')).remaining, 5);
+        });
+      }
+
       it('rejects a bad cost', async () => {
         const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m' }) });
         await limiter.limit('k', { cost: 3 });

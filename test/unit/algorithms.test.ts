@@ -53,6 +53,15 @@ describe('slidingLog twin', () => {
     assert.equal((await limiter.limit('k')).allowed, true);
   });
 
+  it('refunds nothing once the newest entry has left the window, in the ms the log still lives', async () => {
+    const { clock, limiter } = withClock(slidingLog({ limit: 5, window: '1s' }), 0);
+    await limiter.limit('k', { cost: 2 });
+    // The log expires at 1,001 (its newest entry leaves the window at 1,000, plus a ms).
+    clock.now = 1_000;
+    assert.equal(await limiter.refund('k'), false);
+    assert.equal((await limiter.peek('k')).remaining, 5);
+  });
+
   it('waits for as many old entries as the cost needs', async () => {
     const { clock, limiter } = withClock(slidingLog({ limit: 3, window: 1000 }), 0);
     await limiter.limit('k'); // at 0

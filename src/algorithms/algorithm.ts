@@ -42,6 +42,11 @@ export interface Step<V> {
  * not -1), the cost as ARGV's text (`state.costText`), and a computed integer through `digits(n)`
  * (string.format('%d'), about a third less), once however many arguments it is. Concatenating a
  * number ('(' .. n) costs as much as formatting it (Lua's own `%.14g`).
+ *
+ * State may hold anything (a hand or another program can write it): a number is read through
+ * `whole(value)` (nil unless a whole number from 0 to 2^53), and the first command that reads a value
+ * through `redis.pcall` (a key of another type replies an error instead of failing the script). Junk
+ * reads as empty state, and `admit` or `keep` writes over it with a TTL (docs/algorithms.md).
  */
 export interface Algorithm<V = unknown> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */

@@ -1,7 +1,8 @@
-import { parseDuration, type Duration } from '../core/duration.js';
+import { MAX_DURATION_MS, parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { timedSetLua } from './timed-set.js';
 
 export interface ConcurrencyOptions {
   /** Requests in progress at once, per key. */
@@ -22,25 +23,23 @@ type Leases = ReadonlyMap<number, number>;
  * Expired leases are dropped before counting, so a holder that crashed never leaks its slot for
  * longer than its lease. A lease of cost n holds the n consecutive ids from its first one; the
  * first id is returned (the reply's extra field) to release or extend it. Ids start at now * 1000
- * and skip any in use, so they are unique within the key.
+ * and skip any in use, so they are unique within the key. No lease expires further ahead than the
+ * longest lease or extension (366 days): a set whose last one does is junk (see timed-set.ts).
  */
 const LUA = `
 ALG.cc = {}
-function ALG.cc.decide(key, cost, now, p, peek, state)
-  local limit = p[1]
+${timedSetLua('cc')}
+-- The live leases (pruned unless peeking), and when the last one expires.
+local function cc_leases(key, now, peek)
   -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
   local expired = digits(now)
-  local count
-  if peek then
-    count = redis.call('ZCOUNT', key, '(' .. expired, '+inf')
-  else
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', expired)
-    -- Pruned: every lease left is live.
-    count = redis.call('ZCARD', key)
-  end
-  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  return expired, cc_live(key, expired, now + ${MAX_DURATION_MS}, peek)
+end
+function ALG.cc.decide(key, cost, now, p, peek, state)
+  local limit = p[1]
+  local expired, count, lastAt = cc_leases(key, now, peek)
   local reset, retry = 0, 0
-  if count > 0 then reset = last[2] - now end
+  if count > 0 then reset = lastAt - now end
   local allowed = count + cost <= limit
   if not allowed then
     local freed = redis.call('ZRANGEBYSCORE', key, '(' .. expired, '+inf', 'WITHSCORES', 'LIMIT', digits(count + cost - limit - 1), '1')
@@ -72,27 +71,33 @@ end
 function ALG.cc.refund(key, cost, now, p)
   return false
 end
+-- The key's TTL, from its last lease: for a release or an extend, which may find the key without
+-- one (PERSIST).
+local function cc_expire(key, now)
+  local _, count, lastAt = cc_leases(key, now, false)
+  if count > 0 then redis.call('PEXPIRE', key, digits(lastAt - now + 1)) end
+end
 function ALG.cc.release(key, cost, now, p, id)
   local released = false
   for i = 0, cost - 1 do
-    if redis.call('ZREM', key, digits(id + i)) == 1 then released = true end
+    -- A key of another type holds no lease: its error reply is not 1.
+    if redis.pcall('ZREM', key, digits(id + i)) == 1 then released = true end
   end
+  -- A release only frees slots, so a TTL the key has still covers its leases.
+  if released and redis.call('PTTL', key) == -1 then cc_expire(key, now) end
   return released
 end
 function ALG.cc.extend(key, cost, now, p, id, ms)
   local held = false
   for i = 0, cost - 1 do
     local member = digits(id + i)
-    local expires = tonumber(redis.call('ZSCORE', key, member))
+    local expires = tonumber(redis.pcall('ZSCORE', key, member))
     if expires and expires > now then
       redis.call('ZADD', key, 'XX', digits(now + ms), member)
       held = true
     end
   end
-  if held then
-    local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, digits(last[2] - now + 1))
-  end
+  if held then cc_expire(key, now) end
   return held
 end
 `;

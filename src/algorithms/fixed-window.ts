@@ -31,7 +31,9 @@ const MIN_WINDOW_MS = 10;
  */
 const LUA = `
 ALG.fw = {}
--- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window).
+-- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window). A count
+-- sluice did not write (junk, see whole(); a key of another type) reads as none too: the request is
+-- counted from 0 by SET, which writes over it, TTL and all.
 local function fw_current(key, now, window)
   local pttl = redis.call('PTTL', key)
   if pttl == -2 then return pttl, nil end
@@ -39,7 +41,7 @@ local function fw_current(key, now, window)
     local off = pttl - (window - now % window)
     if off > window / 2 or -off > window / 2 then return pttl, nil end
   end
-  return pttl, tonumber(redis.call('GET', key))
+  return pttl, whole(redis.pcall('GET', key))
 end
 function ALG.fw.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]

@@ -19,20 +19,30 @@ import { defineAlgorithm, unchanged, type Algorithm } from './algorithm.js';
  * call computes fits. A key without a TTL (PERSIST by hand) has lost its instant: it reads as a key
  * that admits nothing until `size` steps from now, and gets its expiry back on the next write (a
  * denial's keep() included). A value that is not a remainder (a hand-written one, or one an older
- * sluice stored) reads as 0: the expiry alone, rounded up, never admits too much. A live key is
- * read with GET even when its value does not count, so that a key of another type fails with
- * WRONGTYPE rather than being overwritten.
+ * sluice stored) reads as 0 when the key has an expiry: the expiry alone, rounded up, never admits
+ * too much. Junk reads as a missing key, and a denial's keep() deletes it: a value that is not a
+ * remainder on a key without an expiry (nothing of it is sluice's), a key of another type, or an
+ * expiry further ahead than any policy's schedule reaches (2^53 units: gcra() and tokenBucket()
+ * keep two bursts below it).
  */
 function lua(id: string): string {
   return `
 ALG.${id} = {}
+-- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
 local function ${id}_ahead(key, now, p)
   local at = redis.call('PEXPIRETIME', key)
-  if at ~= -1 and at <= now then return 0, false end
-  local rem = tonumber(redis.call('GET', key))
-  if at == -1 then return p[1] * p[2], true end
-  if not rem or rem < 0 or rem >= p[3] then rem = 0 end
-  return (at - now) * p[3] - rem, false
+  if at ~= -1 and at <= now then return 0 end
+  local value = redis.pcall('GET', key)
+  local rem = whole(value)
+  if not rem or rem >= p[3] then
+    if at == -1 or type(value) == 'table' then return 0, 'junk' end
+    rem = 0
+  elseif at == -1 then
+    return p[1] * p[2], 'lost'
+  end
+  local ahead = (at - now) * p[3] - rem
+  if ahead >= 2^53 then return 0, 'junk' end
+  return ahead
 end
 local function ${id}_write(key, now, ahead, perMs)
   local reset = ceil(ahead / perMs)
@@ -41,8 +51,8 @@ local function ${id}_write(key, now, ahead, perMs)
 end
 function ALG.${id}.decide(key, cost, now, p, peek, state)
   local step, most, perMs = p[1], p[1] * p[2], p[3]
-  local ahead, lost = ${id}_ahead(key, now, p)
-  state.ahead, state.lost = ahead, lost
+  local ahead, damage = ${id}_ahead(key, now, p)
+  state.ahead, state.damage = ahead, damage
   local over = ahead + cost * step - most
   return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
@@ -51,7 +61,11 @@ function ALG.${id}.admit(key, cost, now, p, state)
   return floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3]), 0
 end
 function ALG.${id}.keep(key, cost, now, p, state)
-  if state.lost then ${id}_write(key, now, state.ahead, p[3]) end
+  if state.damage == 'lost' then
+    ${id}_write(key, now, state.ahead, p[3])
+  elseif state.damage == 'junk' then
+    redis.call('DEL', key)
+  end
 end
 function ALG.${id}.refund(key, cost, now, p)
   local ahead = ${id}_ahead(key, now, p)

@@ -46,5 +46,9 @@ export function gcra(options: GcraOptions): Policy {
   if (burst > mostExact) {
     throw new InvalidOptionError('burst', burst, `at most ${mostExact} at this rate, so that the schedule (two bursts of ${interval} µs intervals) stays exact below 2^53 µs`);
   }
-  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, 'gcra'), limit, windowMs: periodMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
+  // As a token bucket's capacity: `limit` is the most admitted at once (what `remaining` counts
+  // down from, and the RateLimit-Policy quota), the burst; the window is the time to earn it again,
+  // so that quota per window is still the rate (limit per period when there is no burst).
+  const windowMs = Math.ceil((burst * periodMs) / limit);
+  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, 'gcra'), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
 }

@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { timedSetLua } from './timed-set.js';
 
 export interface SlidingLogOptions {
   /** Requests admitted in any window of this length. */
@@ -31,25 +32,17 @@ type Log = number[];
  * Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
  * even when thousands arrive in one ms, and of equal length, so their lexical order is their
  * numeric order and ZRANGE -1 -1 finds the newest. A member is never scored before the newest one,
- * so a server clock stepping back cannot reorder the log. Scores and ids, which Redis replies as
- * strings, are read by arithmetic (as ARGV is, see script.ts): the log only ever holds numbers.
+ * so a server clock stepping back cannot reorder the log, and leaves the newest at most a window
+ * ahead: a log further ahead is junk (see timed-set.ts).
  */
 const LUA = `
 ALG.sl = {}
+${timedSetLua('sl')}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
   local cutoff = digits(now - window)
-  local count
-  if peek then
-    count = redis.call('ZCOUNT', key, '(' .. cutoff, '+inf')
-  else
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-    -- Pruned: every member left is in the window.
-    count = redis.call('ZCARD', key)
-  end
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newestAt = newest[2] and newest[2] + 0
+  local count, newestAt, newestId = sl_live(key, cutoff, now + window, peek)
   local reset, retry = 0, 0
   if count > 0 then reset = newestAt + window - now end
   local allowed = count + cost <= limit
@@ -57,7 +50,7 @@ function ALG.sl.decide(key, cost, now, p, peek, state)
     local leaving = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', digits(count + cost - limit - 1), '1')
     retry = leaving[2] + window - now
   end
-  state.count, state.newestId, state.newestAt, state.reset = count, newest[1], newestAt, reset
+  state.count, state.newestId, state.newestAt, state.reset = count, newestId, newestAt, reset
   return allowed, limit - count, reset, retry
 end
 function ALG.sl.admit(key, cost, now, p, state)
@@ -78,11 +71,14 @@ function ALG.sl.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
 function ALG.sl.refund(key, cost, now, p)
-  if #redis.call('ZPOPMAX', key, digits(cost)) == 0 then return false end
+  local cutoff, latest = digits(now - p[2]), now + p[2]
+  -- Pruned first: an entry that has left the window counts no more, and giving it back would give nothing.
+  if sl_live(key, cutoff, latest, false) == 0 then return false end
+  redis.call('ZPOPMAX', key, digits(cost))
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
-    local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    redis.call('PEXPIRE', key, digits(newest[2] + p[2] - now + 1))
+    local _, newestAt = sl_live(key, cutoff, latest, false)
+    if newestAt then redis.call('PEXPIRE', key, digits(newestAt + p[2] - now + 1)) end
   end
   return true
 end
@@ -103,13 +99,13 @@ function firstAfter(log: Log, cutoff: number): number {
 const algorithm = defineAlgorithm<Log>({
   id: 'sl',
   lua: LUA,
-  decide(now, entry, cost, [limit = 0, window = 1], peek) {
+  decide(now, entry, cost, [limit = 0, window = 1]) {
     const log = entry?.value ?? [];
     // The members still in the window are the log's tail, from `start`.
     const start = firstAfter(log, now - window);
     const count = log.length / 2 - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
-    const hasNewest = (peek || count > 0) && log.length > 0;
+    const hasNewest = count > 0;
     const newestAt = hasNewest ? (log[log.length - 2] as number) : now;
     const newestId = hasNewest ? (log[log.length - 1] as number) : 0;
     const allowed = count + cost <= limit;
@@ -137,9 +133,13 @@ const algorithm = defineAlgorithm<Log>({
       keep: (): Entry<Log> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
     };
   },
-  refund(_now, entry, cost) {
-    if (!entry || entry.value.length === 0) return unchanged;
-    const kept = entry.value.slice(0, Math.max(0, entry.value.length - 2 * cost));
+  refund(now, entry, cost, [, window = 1]) {
+    if (!entry) return unchanged;
+    const log = entry.value;
+    // As in Lua: pruned first, so an entry that has left the window is not given back.
+    const start = 2 * firstAfter(log, now - window);
+    if (start === log.length) return { write: null, done: false };
+    const kept = log.slice(start, Math.max(start, log.length - 2 * cost));
     return { write: kept.length > 0 ? { value: kept, ttlMs: entry.ttlMs } : null, done: true };
   },
 });

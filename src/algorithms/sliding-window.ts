@@ -33,14 +33,24 @@ const MIN_WINDOW_MS = 10;
  */
 const LUA = `
 ALG.sw = {}
-local function sw_counters(key, now, window)
+-- The counters, and whether they are this window's. A start that is missing or names another
+-- window is a fresh window. Counters of a window it names that sluice did not write (junk, see
+-- whole()), or a key of another type, read as a fresh window too: admit writes s, p and c over a
+-- hash (HSET), and a key of another type, which HSET refuses, is deleted unless peeking.
+local function sw_counters(key, now, window, peek)
   local start = now - now % window
-  local s = redis.call('HMGET', key, 's', 'p', 'c')
-  -- The start may be missing or not a number (nil: a fresh window). Counters of a window it names
-  -- are read by arithmetic, as tonumber would fail the call just the same (later) on a bad one.
+  local s = redis.pcall('HMGET', key, 's', 'p', 'c')
   local stored = tonumber(s[1])
-  if stored == start then return start, s[2] + 0, s[3] + 0, true end
-  if stored == start - window then return start, s[3] + 0, 0, false end
+  if stored == start then
+    local previous, current = whole(s[2]), whole(s[3])
+    if previous and current then return start, previous, current, true end
+  elseif stored == start - window then
+    local previous = whole(s[3])
+    if previous then return start, previous, 0, false end
+  elseif not s.err then
+    return start, 0, 0, false
+  end
+  if s.err and not peek then redis.call('DEL', key) end
   return start, 0, 0, false
 end
 -- How long the counters still matter: the current window's count until the next window ends, the
@@ -52,7 +62,7 @@ local function sw_resetAfter(now, window, current, previous)
 end
 function ALG.sw.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
-  local start, previous, current, same = sw_counters(key, now, window)
+  local start, previous, current, same = sw_counters(key, now, window, peek)
   local elapsed = now - start
   local weighted = previous * (window - elapsed) + current * window
   local allowed = weighted + cost * window <= limit * window
@@ -82,7 +92,7 @@ function ALG.sw.keep(key, cost, now, p, state)
   if state.reset > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) else redis.call('DEL', key) end
 end
 function ALG.sw.refund(key, cost, now, p)
-  local start, previous, current, same = sw_counters(key, now, p[2])
+  local start, previous, current, same = sw_counters(key, now, p[2], false)
   if not same or current == 0 then return false end
   redis.call('HSET', key, 'c', digits(current > cost and current - cost or 0))
   -- Counters that lost their TTL (PERSIST) get it back: they matter until the next window ends.

@@ -34,7 +34,7 @@ export interface LimitOptions {
 export interface WaitOptions extends LimitOptions {
   /** Give up (resolve with the denial) when the wait would end later than this. Default: no limit. */
   timeout?: Duration;
-  /** Aborting rejects the wait with the signal's reason. */
+  /** Aborting, before the call or during the wait, rejects with the signal's reason itself. */
   signal?: AbortSignal;
 }
 
@@ -128,7 +128,14 @@ export async function waitThrough(limit: Limiter['limit'], key: string, waitOpti
     signal?.throwIfAborted();
     const decision = await limit(key, limitOptions);
     if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
-    await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
+    try {
+      await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
+    } catch (error) {
+      // An abort during the wait rejects with the signal's reason, as one before the call does
+      // (sleep rejects with an AbortError that holds the reason only as its cause).
+      signal?.throwIfAborted();
+      throw error;
+    }
   }
 }
 

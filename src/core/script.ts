@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Algorithm, Step } from '../algorithms/algorithm.js';
+import { MAX_DURATION_MS } from './duration.js';
 import type { Arg, Entry, Script, Write } from './types.js';
 
 /** What a call asks of the script. */
@@ -89,11 +90,14 @@ local function decideCall(KEYS, ARGV, now, out, at)
   end
   local peek = op == 'peek'
   -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
-  -- block that lost its TTL still ends on time.
-  local blockedUntil = redis.call('GET', KEYS[1])
-  blockedUntil = blockedUntil and blockedUntil + 0 or 0
-  if blockedUntil > now then
+  -- block that lost its TTL still ends on time. Junk (not a time sluice wrote, a key of another
+  -- type, an end further off than a block lasts) reads as -1: no block, deleted as an ended one.
+  local blockedUntil = redis.pcall('GET', KEYS[1])
+  blockedUntil = blockedUntil and (whole(blockedUntil) or -1) or 0
+  if blockedUntil > now and blockedUntil <= now + ${MAX_DURATION_MS} then
     local blocked = blockedUntil - now
+    -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
+    if not peek and redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIREAT', KEYS[1], digits(blockedUntil)) end
     out[at + 1], out[at + 2], out[at + 3] = 0, now, blocked
     for i = 1, #policies do
       local p = at + 3 + (i - 1) * 5
@@ -101,7 +105,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
     end
     return 3 + #policies * 5
   end
-  if blockedUntil > 0 and not peek then redis.call('DEL', KEYS[1]) end
+  if blockedUntil ~= 0 and not peek then redis.call('DEL', KEYS[1]) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
   -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison:
   -- math.max, a global's field and a C call, costs five times as much).
@@ -128,7 +132,13 @@ local function decideCall(KEYS, ARGV, now, out, at)
     if all then
       redis.call('DEL', KEYS[2])
     else
-      local strikes = redis.call('INCR', KEYS[2])
+      local strikes = redis.pcall('INCR', KEYS[2])
+      -- Junk (what INCR refuses: text, a fraction, a key of another type; or a count below 1)
+      -- counts again from 1.
+      if type(strikes) ~= 'number' or strikes < 1 then
+        strikes = 1
+        redis.call('SET', KEYS[2], '1')
+      end
       redis.call('PEXPIRE', KEYS[2], digits(c.blockMs))
       if strikes >= c.strikes then
         redis.call('SET', KEYS[1], digits(now + c.blockMs), 'PX', digits(c.blockMs))
@@ -174,12 +184,18 @@ const HELPERS = `
 local ALG = {}
 local floor, ceil, format = math.floor, math.ceil, string.format
 -- An integer as redis.call's argument: given a number, Redis 7.0 formats it with %.17g, which
--- costs more than '%d' (see algorithm.ts). '%d' would cut a fraction off, or overflow past 2^63,
--- where Redis refuses the %.17g form: a number sluice did not compute (a score or a field written
--- by hand) fails the call here instead.
+-- costs more than '%d' (see algorithm.ts). Only whole numbers below 2^53 reach it ('%d' would cut
+-- a fraction off): sluice's arithmetic on ARGV, TIME and state read through whole().
 local function digits(n)
-  if n % 1 ~= 0 or n >= 2^63 or n < -2^63 then error('not an integer: ' .. tostring(n)) end
   return format('%d', n)
+end
+-- A number as sluice writes one (a count, a time in ms, an id): a whole number from 0 to 2^53; nil
+-- for anything else, which only a hand or another program writes: text, a fraction, a negative or
+-- absurd number, a missing value, or a key of another type (redis.pcall's error reply). State that
+-- does not read is junk, and reads as empty.
+local function whole(value)
+  local n = tonumber(value)
+  if n and n >= 0 and n < 2^53 and n % 1 == 0 then return n end
 end
 `;
 

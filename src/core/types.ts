@@ -8,7 +8,7 @@ export type FailureReason = 'store-error' | 'timeout';
 export interface Decision {
   /** Whether the request is admitted (and was counted). */
   readonly allowed: boolean;
-  /** The most the policy admits at once: a window's limit or a bucket's capacity. */
+  /** The most the policy admits at once: a window's limit, a bucket's capacity, gcra's burst. */
   readonly limit: number;
   /** How many more requests of cost 1 would be admitted right now. A whole number, never negative. */
   readonly remaining: number;
@@ -93,9 +93,9 @@ export interface Policy {
   readonly algorithm: string;
   /** The policy's name in RateLimit-Policy and RateLimit headers. */
   readonly name: string;
-  /** The quota: requests per window (a bucket's capacity, a concurrency limit). */
+  /** The quota: requests per window (a bucket's capacity, gcra's burst, a concurrency limit). */
   readonly limit: number;
-  /** The quota's window in ms (a token bucket: the time to refill from empty to full). */
+  /** The quota's window in ms (a token bucket and gcra: the time to refill from empty to full). */
   readonly windowMs: number;
   /** The largest cost that can ever be admitted. */
   readonly maxCost: number;

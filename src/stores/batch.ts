@@ -22,8 +22,8 @@ export interface BatchScript {
  * The script's setup (its algorithms and the driver, `decideCall`) runs once; then the driver
  * decides each request as if it had been sent alone, after the requests before it in the batch,
  * writing its reply straight into the batch's. The batch reads TIME once: it runs at one instant
- * anyway, atomically. A request that fails (say, a key of the wrong type) fails alone: pcall keeps
- * the others going, as separate calls would.
+ * anyway, atomically. A request that fails (an error sluice did not foresee: state never fails one,
+ * it heals) fails alone: pcall keeps the others going, as separate calls would.
  * Args are sent once per group because Redis pays for every argument of a command: requests of
  * one limiter share them, which makes a batch about half as costly to run as with args per request.
  * The requests of a group share their KEYS and ARGV tables too (the driver only reads them).

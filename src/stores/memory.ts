@@ -65,6 +65,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // front and not yet compacted away, making each insert past maxKeys cost O(maxKeys) under a
   // flood of new keys.
   let eviction = clients.values();
+  // The clock's last reading. A part is live while the clock has not reached its expiry; once it
+  // has, the part is gone for good, as in Redis, which deletes an expired key when it meets it or
+  // sweeps it, even if its clock steps back afterwards.
+  let lastTime = -Infinity;
 
   function partCount(client: Client): number {
     let count = 0;
@@ -114,6 +118,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
     // The first part last: removing it moves the second one's state into the client.
     if (client.expiresAt <= time) remove(client.id, client.name);
+  }
+
+  /** Drops every part expired by `time`: when the clock steps back from it, so none reads as live again. */
+  function sweepAll(time: number): void {
+    for (const client of clients.values()) dropExpired(client, time);
   }
 
   function sweepSome(time: number): void {
@@ -171,6 +180,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   /** One atomic step on parts of clients: `ids` is one client's id, or each part's own. */
   function execute(ids: string | readonly string[], names: readonly string[], script: Script, args: readonly Arg[]): Reply {
     const time = now();
+    if (time < lastTime) sweepAll(lastTime);
+    lastTime = time;
     const entries = new Array<Entry<unknown> | undefined>(names.length);
     let client: Client | undefined;
     for (let i = 0; i < names.length; i++) {

@@ -5,13 +5,17 @@ import { aroundTheEdge } from '../../src/cli/demo.js';
 import {
   CostExceedsLimitError,
   InvalidArgumentError,
+  concurrency,
   createLimiter,
   fixedWindow,
   slidingLog,
   tokenBucket,
+  type Decision,
   type Limiter,
+  type Policy,
 } from '../../src/index.js';
 import { algorithms, numbers } from '../support/algorithms.js';
+import { junkKinds, serverNow } from '../support/junk.js';
 import { flushScripts, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 
 const HOUR = 3_600_000;
@@ -26,6 +30,53 @@ function limiterFor(storeCase: StoreCase, policy: ReturnType<(typeof algorithms)
 async function assertNothingWritten(storeCase: StoreCase, limiter: Limiter, key: string): Promise<void> {
   if (storeCase.redis) assert.equal((await keysWithTtl(storeCase.redis, limiter.prefix)).size, 0);
   assert.equal((await limiter.peek(key)).remaining, limiter.policy.limit);
+}
+
+/**
+ * For each kind of junk and each of a call's keys (the policy's, the block key, the strikes key of a
+ * penalty box), written by hand without a TTL: peek and the next calls never fail on the store, never
+ * report more remaining than the limit (3), leave the key with a TTL (or gone), and count exactly
+ * from an empty state. Junk in the strikes key is met by a denial: two more make the block.
+ */
+async function assertHealsJunk(storeCase: StoreCase, policy: Policy, take: (limiter: Limiter, key: string) => Promise<Decision>): Promise<void> {
+  const redis = storeCase.redis!;
+  const limiter = createLimiter({ store: storeCase.store(), policy, prefix: uniquePrefix(), timeout: '1m', penalty: { after: 2, block: '1h' } });
+  const sound = (decision: Decision, what: string) => {
+    assert.equal(decision.reason, undefined, `${what}: ${String(decision.error?.cause)}`);
+    assert.ok(decision.remaining <= 3, `${what}: remaining ${decision.remaining}`);
+    return decision;
+  };
+  const roleSuffix = { policy: policy.kind.id, block: 'blk', strikes: 'str' } as const;
+  for (const [i, junk] of junkKinds.entries()) {
+    for (const role of junk.roles ?? (['policy', 'block', 'strikes'] as const)) {
+      const key = `${role}-${i}`;
+      const what = `${junk.name} in the ${role} key`;
+      const stored = `${limiter.prefix}:{${key}}:${roleSuffix[role]}`;
+      const taken: Decision[] = [];
+      if (role === 'strikes') for (let n = 0; n < 3; n++) taken.push(sound(await take(limiter, key), what));
+      await junk.write(redis, stored, await serverNow(redis), HOUR);
+      if (role !== 'strikes') assert.equal(sound(await limiter.peek(key), `${what}, peek`).remaining, 3, `${what}: read as empty`);
+      taken.push(sound(await take(limiter, key), what));
+      const ttl = await redis.pttl(stored);
+      assert.ok(ttl > 0 || ttl === -2, `${what}: PTTL ${ttl}`);
+      while (taken.length < 4) taken.push(sound(await take(limiter, key), what));
+      assert.deepEqual(
+        taken.map((d) => [d.allowed, d.remaining]),
+        [
+          [true, 2],
+          [true, 1],
+          [true, 0],
+          [false, 0],
+        ],
+        what,
+      );
+      if (role === 'strikes') {
+        sound(await take(limiter, key), what);
+        assert.ok((sound(await take(limiter, key), what).blockedForMs ?? 0) > HOUR - 60_000, `${what}: two denials after the junk block the key`);
+      }
+    }
+  }
+  for (const [key, ttl] of await keysWithTtl(redis, limiter.prefix)) assert.ok(ttl !== -1, `${key} has no TTL`);
 }
 
 for (const storeCase of harness.cases) {
@@ -136,6 +187,10 @@ for (const storeCase of harness.cases) {
             assert.ok(ttl > 0 || (ttl === -2 && refunded), `PTTL ${ttl} after a refund that returned ${refunded}`);
           });
 
+          it('heals any junk in any of its keys: no store error, never more remaining than the limit, a TTL, exact counting after', async () => {
+            await assertHealsJunk(storeCase, algorithm.policy(3, HOUR), (limiter, key) => limiter.limit(key));
+          });
+
           it('leaves no key without a TTL after a mixed workload', async () => {
             const limiter = limiterFor(storeCase, algorithm.policy(5, 60_000));
             const work: Promise<unknown>[] = [];
@@ -161,6 +216,12 @@ for (const storeCase of harness.cases) {
             assert.equal((await limiter.peek('k')).remaining, 2);
           });
         }
+      });
+    }
+
+    if (storeCase.inRedis) {
+      it('concurrency heals any junk in any of its keys: no store error, never more remaining than the limit, a TTL, exact counting after', async () => {
+        await assertHealsJunk(storeCase, concurrency({ limit: 3, leaseMs: '1h' }), (limiter, key) => limiter.acquire(key));
       });
     }
 

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
-import { createLimiter, fixedWindow, redisStore } from '../../src/index.js';
+import { callKeys } from '../../src/core/keys.js';
+import { compiled, scriptArgs } from '../../src/core/script.js';
+import { createLimiter, fixedWindow, redisStore, slidingLog, type Decision } from '../../src/index.js';
 
 type Command = (...args: string[]) => Promise<unknown>;
 
@@ -33,15 +35,19 @@ describe('a batch of decisions', () => {
       try {
         const store = redisStore(through(redis, methods, called) as never);
         const limiter = createLimiter({ store, prefix: 'p', policy: fixedWindow({ limit: 5, window: '1m' }), hooks: { storeError: () => {} } });
-        await redis.hset('p:{bad}:fw', 'x', '1');
-        const decisions = await Promise.all(Array.from({ length: 8 }, () => ['a', 'bad', 'b'].map((key) => limiter.limit(key))).flat());
+        // State never fails a request (it heals), so the bad one asks the limiter's script for an
+        // algorithm it does not hold: the script fails on that request.
+        const foreign = scriptArgs({ op: 'limit', cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [slidingLog({ limit: 5, window: '1m' })] });
+        const bad = () => store.run(compiled(limiter.policies).script, callKeys('p', 'bad', limiter.policies), foreign).then(() => undefined, (error: Error) => error);
+        const replies = await Promise.all(Array.from({ length: 8 }, () => [limiter.limit('a'), bad(), limiter.limit('b')]).flat());
         for (const [offset, key] of ['a', 'bad', 'b'].entries()) {
-          const own = decisions.filter((_, i) => i % 3 === offset);
+          const own = replies.filter((_, i) => i % 3 === offset);
           if (key === 'bad') {
-            for (const decision of own) assert.match(decision.error?.message ?? '', /WRONGTYPE/);
+            for (const error of own) assert.match((error as Error | undefined)?.message ?? '', /attempt to index/);
           } else {
-            assert.deepEqual(own.map((d) => [d.allowed, d.remaining]), [...[4, 3, 2, 1, 0].map((r) => [true, r]), [false, 0], [false, 0], [false, 0]], key);
-            assert.ok(own.every((d) => d.error === undefined));
+            const decisions = own as Decision[];
+            assert.deepEqual(decisions.map((d) => [d.allowed, d.remaining]), [...[4, 3, 2, 1, 0].map((r) => [true, r]), [false, 0], [false, 0], [false, 0]], key);
+            assert.ok(decisions.every((d) => d.error === undefined));
           }
         }
         // The first batch finds the script missing (NOSCRIPT) and sends it whole.

@@ -7,6 +7,7 @@ import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import type { Decision, Policy, Reply, Write } from '../../src/core/types.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
+import { junkKinds, serverNow } from '../support/junk.js';
 import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
 
 const harness = useRedis();
@@ -193,3 +194,51 @@ describe('properties of every Lua script, checked against its twin', { concurren
     });
   }
 });
+
+// Where junk can be written: any kind into the block key, and every kind meant for it into the policy's.
+const junkPlacements = junkKinds.flatMap((kind) => (kind.roles ?? ['policy', 'block']).filter((role) => role !== 'strikes').map((role) => ({ kind, role })));
+
+describe('every Lua script heals junk written into its keys', { concurrency: true }, () => {
+  for (const algorithm of algorithms) {
+    it(`${algorithm.name}: whatever junk is written, and when, no error, within the limit from then on, every key with a TTL`, async () => {
+      const scenario = fc
+        .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.integer({ min: 20, max: 80 }) })
+        .chain((p) =>
+          fc.record({
+            policy: fc.constant(p),
+            steps: fc.array(step(p.limit, 15), { minLength: 1, maxLength: 25 }),
+            placement: fc.constantFrom(...junkPlacements),
+            at: fc.nat({ max: 24 }),
+          }),
+        );
+      await fc.assert(
+        fc.asyncProperty(scenario, async ({ policy: { limit, windowMs }, steps, placement: { kind, role }, at }) => {
+          const policy = algorithm.policy(limit, windowMs);
+          const prefix = uniquePrefix();
+          const lua = redisStore(harness.redis);
+          const script = scriptFor([policy.kind]);
+          const args = (cost: number) => scriptArgs({ op: 'limit', cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
+          let admissions: Admission[] = [];
+          for (const [i, { pauseMs, key, cost }] of steps.entries()) {
+            const keys = callKeys(prefix, key, [policy]);
+            if (i === Math.min(at, steps.length - 1)) {
+              const target = (role === 'block' ? keys[0] : keys[1]) ?? '';
+              await harness.redis.del(target);
+              await kind.write(harness.redis, target, await serverNow(harness.redis), windowMs);
+              // Junk in the policy's key reads as empty: the key's count starts again.
+              if (role === 'policy') admissions = admissions.filter((a) => a.key !== key);
+            }
+            if (pauseMs > 0) await sleep(pauseMs);
+            const reply = await lua.run(script, keys, args(cost));
+            assertSound(reply, limit);
+            if (reply[0] === 1) admissions.push({ key, at: reply[1] ?? 0, cost });
+          }
+          assertNeverOverAdmitted(policy, windowMs, admissions);
+          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
+        }),
+        { numRuns: 15, seed: SEED, includeErrorInReport: true },
+      );
+    });
+  }
+});
+

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { concurrency, createLimiter, fixedWindow, gcra, memoryStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../../src/index.js';
+import { concurrency, createLimiter, fixedWindow, gcra, memoryStore, rateLimitHeaders, slidingLog, slidingWindow, tokenBucket, type Policy } from '../../src/index.js';
 import { numbers } from '../support/algorithms.js';
 
 /** A limiter on the memory store with a clock the test moves by hand. */
@@ -51,6 +51,15 @@ describe('slidingLog twin', () => {
     assert.equal((await limiter.limit('k')).allowed, false);
     clock.now = 5_900;
     assert.equal((await limiter.limit('k')).allowed, true);
+  });
+
+  it('refunds nothing once the newest entry has left the window, in the ms the log still lives', async () => {
+    const { clock, limiter } = withClock(slidingLog({ limit: 5, window: '1s' }), 0);
+    await limiter.limit('k', { cost: 2 });
+    // The log expires at 1,001 (its newest entry leaves the window at 1,000, plus a ms).
+    clock.now = 1_000;
+    assert.equal(await limiter.refund('k'), false);
+    assert.equal((await limiter.peek('k')).remaining, 5);
   });
 
   it('waits for as many old entries as the cost needs', async () => {
@@ -111,14 +120,33 @@ describe('gcra twin', () => {
 
   it('keeps a burst apart from the rate, and cost is all or nothing', async () => {
     const { clock, limiter } = withClock(gcra({ limit: 10, period: '1s', burst: 2 }), 0);
-    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: true, limit: 10, remaining: 0, resetAfterMs: 200, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: true, limit: 2, remaining: 0, resetAfterMs: 200, retryAfterMs: 0 });
     clock.now = 150;
     // one interval (100 ms) has passed: one request fits now, two only at 200
-    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: false, limit: 10, remaining: 1, resetAfterMs: 50, retryAfterMs: 50 });
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: false, limit: 2, remaining: 1, resetAfterMs: 50, retryAfterMs: 50 });
     clock.now = 199;
     assert.equal((await limiter.limit('k', { cost: 2 })).allowed, false);
     clock.now = 200;
     assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
+  });
+});
+
+describe('gcra limit: the most admitted at once, its burst', () => {
+  it('reports the burst as the limit, and the time to earn it as the window, so the headers keep the rate', async () => {
+    for (const [burst, windowMs, policyHeader] of [
+      [3, 600, '"gcra";q=3;w=1'],
+      [10, 2_000, '"gcra";q=10;w=2'],
+    ] as const) {
+      const { limiter } = withClock(gcra({ limit: 5, period: '1s', burst }), 0);
+      assert.deepEqual([limiter.policy.limit, limiter.policy.windowMs], [burst, windowMs]);
+      const fresh = await limiter.limit('k');
+      assert.deepEqual([fresh.limit, fresh.remaining], [burst, burst - 1]);
+      assert.ok(fresh.remaining <= fresh.limit);
+      assert.equal(rateLimitHeaders(fresh)['RateLimit-Policy'], policyHeader);
+    }
+    // Without a burst, the limit and the period, as given.
+    const plain = gcra({ limit: 5, period: '1s' });
+    assert.deepEqual([plain.limit, plain.windowMs], [5, 1_000]);
   });
 });
 

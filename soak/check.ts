@@ -19,17 +19,19 @@ export interface Loss {
   readonly slots: readonly (readonly [number, number])[];
 }
 
-// A call answers within its timeout plus the event loop's delay meanwhile (measured by the worker;
-// no timer fires while the loop is busy) plus this, for the steps between the deadline and the
-// caller: measured under 5 ms on an idle loop.
-export const ANSWER_SLACK_MS = 25;
+// A call still waiting when its timeout is due is answered when the limiter's deadline timer
+// fires, by the time a timer set for the timeout + 1 ms at the call's start fires (the worker sets
+// one; see timed() in worker.ts): late by the event loop's delay, which no library can beat. The
+// call must be answered within this much after that timer: the steps from the deadline to the
+// caller, measured at up to 5 ms on a busy 2-core machine.
+export const ANSWER_SLACK_MS = 20;
 // The writes of a kill are counted as lost from the kill until the cluster is settled again, and
 // for this long after, a margin for the gossip that announces the new roles.
 export const LOSS_MARGIN_MS = 1_000;
 // The soak's state is bounded by design (a fixed set of keys, history streamed to disk): these
 // are several times what a healthy run uses (see docs/reliability.md), far below what a leak reaches.
 export const WORKER_HEAP_BOUND_BYTES = 256 * 2 ** 20;
-export const NODE_MEMORY_BOUND_BYTES = 64 * 2 ** 20;
+export const NODE_MEMORY_BOUND_BYTES = 32 * 2 ** 20;
 
 /** Each way `invariant` is broken by `admissions` (sorted by time), described. */
 export function overLimit(invariant: Invariant, admissions: readonly Admission[]): string[] {
@@ -165,9 +167,10 @@ export interface Summary {
   /** Admissions checked against their limit, and those left out because Redis may have lost them. */
   checkedAdmissions: number;
   admissionsDuringLosses: number;
-  /** The slowest answer, and the most its time exceeded the timeout. */
+  /** The slowest answer; the latest a timeout timer fired (the event loop's delay); the longest an answer came after it. */
   slowestMs: number;
-  worstLoopDelayMs: number;
+  worstTimerLateMs: number;
+  worstAfterTimerMs: number;
   maxWorkerHeapBytes: number;
   maxWorkerRssBytes: number;
   maxNodeMemoryBytes: number;
@@ -188,7 +191,8 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     checkedAdmissions: 0,
     admissionsDuringLosses: 0,
     slowestMs: 0,
-    worstLoopDelayMs: 0,
+    worstTimerLateMs: 0,
+    worstAfterTimerMs: 0,
     maxWorkerHeapBytes: 0,
     maxWorkerRssBytes: 0,
     maxNodeMemoryBytes: 0,
@@ -206,9 +210,10 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
   const timely = (what: string, call: Timed) => {
     const tookMs = call.endMs - call.startMs;
     summary.slowestMs = Math.max(summary.slowestMs, tookMs);
-    summary.worstLoopDelayMs = Math.max(summary.worstLoopDelayMs, call.loopDelayMs ?? 0);
-    if (tookMs > TIMEOUT_MS + (call.loopDelayMs ?? 0) + ANSWER_SLACK_MS) {
-      violation('answered late', `${what} took ${tookMs.toFixed(1)} ms; the event loop was delayed ${call.loopDelayMs ?? 0} ms meanwhile`);
+    summary.worstTimerLateMs = Math.max(summary.worstTimerLateMs, call.timerLateMs ?? 0);
+    summary.worstAfterTimerMs = Math.max(summary.worstAfterTimerMs, call.afterTimerMs ?? 0);
+    if ((call.afterTimerMs ?? 0) > ANSWER_SLACK_MS) {
+      violation('answered late', `${what} took ${tookMs.toFixed(1)} ms, ${call.afterTimerMs?.toFixed(1)} ms after its timeout's timer (itself ${call.timerLateMs?.toFixed(1)} ms late)`);
     }
   };
 
@@ -306,7 +311,7 @@ export function formatSummary(s: Summary): string {
     `calls: ${s.calls} (decided by Redis: ${s.admitted} admitted, ${s.denied} denied; by the failure policy: ${kinds(s.failurePolicy)})`,
     `faults injected: ${faults} (${kinds(s.faults)})`,
     `admissions checked against their limit: ${s.checkedAdmissions}; made while Redis may have lost writes (not checked): ${s.admissionsDuringLosses}`,
-    `slowest answer: ${s.slowestMs.toFixed(1)} ms (timeout ${TIMEOUT_MS} ms); worst event-loop delay during a late answer: ${s.worstLoopDelayMs.toFixed(1)} ms`,
+    `slowest answer: ${s.slowestMs.toFixed(1)} ms (timeout ${TIMEOUT_MS} ms); a timer for the timeout fired up to ${s.worstTimerLateMs.toFixed(1)} ms late (event-loop delay); answered at most ${s.worstAfterTimerMs.toFixed(1)} ms after it (bound ${ANSWER_SLACK_MS} ms)`,
     `memory: workers' heap at most ${mb(s.maxWorkerHeapBytes)} (RSS ${mb(s.maxWorkerRssBytes)}), nodes' used_memory at most ${mb(s.maxNodeMemoryBytes)}`,
     `TTL scans: ${s.ttlScans} (up to ${s.mostKeys} keys on a master)`,
     `invariant violations: ${violations.reduce((sum, [, v]) => sum + v.count, 0)}`,

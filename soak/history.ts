@@ -18,8 +18,12 @@ import type { FailureReason } from '../src/index.js';
 export interface Timed {
   readonly startMs: number;
   readonly endMs: number;
-  /** The worst event-loop delay seen while a call that outlived its timeout was waiting. */
-  readonly loopDelayMs?: number;
+  /**
+   * For a call still waiting when a timer set for the limiter's timeout + 1 ms at its start fired: how
+   * late that timer fired (the event loop's delay) and how long after it the call was answered.
+   */
+  readonly timerLateMs?: number;
+  readonly afterTimerMs?: number;
 }
 
 export interface ReleaseRecord extends Timed {

@@ -35,7 +35,6 @@ export interface WorkerConfig {
 // A lease is held this long at most, and one in ten is never released: it expires.
 const HOLD_MS = 300;
 const ABANDONED = 0.1;
-const LOOP_TICK_MS = 20;
 const MEMORY_EVERY_MS = 1_000;
 
 const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
@@ -82,27 +81,6 @@ async function connect(): Promise<{ client: RedisClient; close(): Promise<void> 
 }
 
 /**
- * How late the event loop ran, sampled every LOOP_TICK_MS over the last minute: a call cannot be
- * answered before the loop gets to its deadline.
- */
-function loopDelays() {
-  const samples: { atMs: number; lateMs: number }[] = [];
-  let expected = clock() + LOOP_TICK_MS;
-  const timer = setInterval(() => {
-    const now = clock();
-    samples.push({ atMs: now, lateMs: Math.max(0, now - expected) });
-    if (samples.length > 60_000 / LOOP_TICK_MS) samples.shift();
-    expected = now + LOOP_TICK_MS;
-  }, LOOP_TICK_MS);
-  return {
-    /** The worst delay seen from `startMs` until a tick after `endMs` (the tick that measures a stall ending then). */
-    worstBetween: (startMs: number, endMs: number) =>
-      samples.reduce((worst, s) => (s.atMs >= startMs && s.atMs <= endMs + 2 * LOOP_TICK_MS ? Math.max(worst, s.lateMs) : worst), 0),
-    stop: () => clearInterval(timer),
-  };
-}
-
-/**
  * The store, telling a listener the Redis time of each reply. A limiter asks its store in the same
  * synchronous step as limit(), acquire() or release(), so the listener set around that call hears
  * about that call's reply.
@@ -121,23 +99,32 @@ function timeTelling(store: Store) {
   };
   return {
     store: told,
-    /** Runs `call`, timed, with the server time of the store step it starts. */
+    /**
+     * Runs `call`, timed, with the server time of the store step it starts, beside a timer set for
+     * the limiter's timeout + 1 ms: when it fires, the limiter's own deadline has fired too. (Node
+     * runs timers by a clock of whole ms, so a timer may fire a fraction of a ms before its time by
+     * performance.now(); the limiter then finds the call not yet due and waits 1 ms more for it.)
+     */
     async timed<T>(call: () => Promise<T>): Promise<Timed & { value?: T; error?: unknown; serverMs?: number }> {
       let serverMs: number | undefined;
+      let firedMs: number | undefined;
       listener = (ms) => (serverMs = ms);
       const startMs = clock();
+      const timer = setTimeout(() => (firedMs = clock()), TIMEOUT_MS + 1);
       let pending: Promise<T>;
       try {
         pending = call();
       } finally {
         listener = undefined;
       }
-      try {
-        const value = await pending;
-        return { startMs, endMs: clock(), value, serverMs };
-      } catch (error) {
-        return { startMs, endMs: clock(), error };
-      }
+      const outcome: { value?: T; error?: unknown } = await pending.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
+      const endMs = clock();
+      clearTimeout(timer);
+      const deadline = firedMs === undefined ? {} : { timerLateMs: firedMs - startMs - TIMEOUT_MS - 1, afterTimerMs: endMs - firedMs };
+      return { startMs, endMs, ...deadline, ...outcome, ...(outcome.error === undefined && { serverMs }) };
     },
   };
 }
@@ -149,11 +136,9 @@ const limiters = soakLimiters.map((soak) => ({
   limiter: createLimiter({ store, policy: soak.policy, prefix: config.prefix, timeout: TIMEOUT_MS, onStoreError: config.onStoreError, hooks: { storeError: () => undefined } }),
 }));
 const history = historyWriter(config.historyPath);
-const delays = loopDelays();
 
-function lateness({ startMs, endMs }: Timed): { loopDelayMs?: number } {
-  return endMs - startMs > TIMEOUT_MS ? { loopDelayMs: delays.worstBetween(startMs, endMs) } : {};
-}
+/** A call's times, as the history keeps them. */
+const times = ({ startMs, endMs, timerLateMs, afterTimerMs }: Timed): Timed => ({ startMs, endMs, timerLateMs, afterTimerMs });
 
 /** One call, recorded; a concurrency lease is held a while, then released (or left to expire). */
 async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<void> {
@@ -161,7 +146,7 @@ async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<v
   const cost = !leased && Math.random() < 0.2 ? 2 : 1;
   const made = await timed<Decision>(() => (leased ? limiter.acquire(key) : limiter.limit(key, { cost })));
   const decision = made.value;
-  const base = { type: 'call', worker: config.index, limiter: soak.name, key, cost, startMs: made.startMs, endMs: made.endMs, ...lateness(made) } as const;
+  const base = { type: 'call', worker: config.index, limiter: soak.name, key, cost, ...times(made) } as const;
   if (!decision) {
     history.write({ ...base, outcome: 'rejected', error: String(made.error) });
     return;
@@ -180,8 +165,8 @@ async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<v
   const released = await timed(() => lease.release());
   const release: ReleaseRecord =
     released.value === undefined
-      ? { startMs: released.startMs, endMs: released.endMs, outcome: 'failed', ...lateness(released) }
-      : { startMs: released.startMs, endMs: released.endMs, outcome: released.value ? 'released' : 'not-held', serverMs: released.serverMs, ...lateness(released) };
+      ? { ...times(released), outcome: 'failed' }
+      : { ...times(released), outcome: released.value ? 'released' : 'not-held', serverMs: released.serverMs };
   history.write({ ...record, release });
 }
 
@@ -212,7 +197,6 @@ await stopped;
 running = false;
 await Promise.all(loops);
 clearInterval(memory);
-delays.stop();
 commands.close();
 await history.close();
 await close();

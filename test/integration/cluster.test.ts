@@ -5,32 +5,14 @@ import { createCluster } from 'redis';
 import { scriptFor } from '../../src/core/script.js';
 import { createLimiter, redisStore, type Limiter } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
-import { clusterSettled, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
+import { clusterSettled, shardOfSlot, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
 import { flushScripts, keysWithTtl, uniquePrefix } from '../support/redis.js';
 
 const HOUR = 3_600_000;
 
-/**
- * The ports of the master and the replica serving `key`'s slot, from CLUSTER NODES (CLUSTER SLOTS
- * leaves out a replica until its replication offset has moved). A line is
- * `<id> <host:port@bus> <flags> <master id or -> <ping> <pong> <epoch> <link> <slot ranges...>`.
- */
+/** The ports of the master and the replica serving `key`'s slot. */
 async function shardOf(redis: Redis, key: string): Promise<{ master: number; replica: number }> {
-  const slot = Number(await redis.cluster('KEYSLOT', key));
-  const nodes = ((await redis.cluster('NODES')) as string)
-    .trim()
-    .split('\n')
-    .map((line) => line.split(' '));
-  const port = (fields: string[] | undefined) => Number(fields?.[1]?.split(/[:@]/)[1]);
-  const owns = (ranges: string[]) =>
-    ranges.some((range) => {
-      const [start = -1, end = start] = range.split('-').map(Number);
-      return start <= slot && slot <= end;
-    });
-  const master = nodes.find((fields) => fields[2]?.includes('master') && owns(fields.slice(8)));
-  const replica = nodes.find((fields) => master && fields[3] === master[0]);
-  assert.ok(master && replica, `no master with a replica for slot ${slot}`);
-  return { master: port(master), replica: port(replica) };
+  return shardOfSlot(redis, Number(await redis.cluster('KEYSLOT', key)));
 }
 
 describe('Redis Cluster: failover and script cache loss', () => {

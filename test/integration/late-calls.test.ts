@@ -24,18 +24,18 @@ describe('late calls: a call answered by the failure policy counts nothing when 
   let admin: Redis;
   before(async () => {
     server = await startRedisServer(['--enable-debug-command', 'yes']);
-    proxy = await startProxy({ host: '127.0.0.1', port: server.port });
+    proxy = await startProxy(server.port);
     admin = new Redis(server.url);
   });
   after(async () => {
     admin.disconnect();
-    await proxy.close();
+    await proxy.stop();
     await server.stop();
   });
 
   const faults: Record<string, () => Fault> = {
     'a network partition': () => ({
-      start: async () => proxy.partition(),
+      start: async () => proxy.blackHole(),
       end: async () => proxy.heal(),
     }),
     'CLIENT PAUSE': () => ({

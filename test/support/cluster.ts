@@ -38,18 +38,69 @@ export async function waitFor(what: string, check: () => Promise<boolean>): Prom
   }
 }
 
-async function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
-  return Promise.all(
-    nodes.map(async (node) => {
-      const redis = new Redis(node.port, '127.0.0.1', { lazyConnect: true });
-      try {
-        await redis.connect();
-        return await command(redis);
-      } finally {
-        redis.disconnect();
-      }
-    }),
-  );
+/** Runs `command` on a connection of its own to the node on `port`. */
+export async function onNode<T>(port: number, command: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = new Redis(port, '127.0.0.1', { lazyConnect: true });
+  // A node that is down fails connect(); without a listener ioredis would also print the error.
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return await command(redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
+  return Promise.all(nodes.map((node) => onNode(node.port, command)));
+}
+
+/** One node as CLUSTER NODES lists it. */
+export interface ClusterNode {
+  readonly id: string;
+  readonly port: number;
+  readonly master: boolean;
+  /** A replica's master; undefined for a master. */
+  readonly masterId: string | undefined;
+  /** The slot ranges a master serves, inclusive. */
+  readonly slots: readonly (readonly [number, number])[];
+}
+
+/**
+ * The cluster as `redis` sees it, from CLUSTER NODES (CLUSTER SLOTS leaves out a replica until its
+ * replication offset has moved). A line is
+ * `<id> <host:port@bus> <flags> <master id or -> <ping> <pong> <epoch> <link> <slot ranges...>`;
+ * a slot being migrated (`[...]`) is not served yet.
+ */
+export async function clusterNodes(redis: Redis): Promise<ClusterNode[]> {
+  const table = (await redis.cluster('NODES')) as string;
+  return table
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [id = '', address = '', flags = '', masterId = '-', , , , , ...ranges] = line.split(' ');
+      return {
+        id,
+        port: Number(address.split(/[:@]/)[1]),
+        master: flags.split(',').includes('master'),
+        masterId: masterId === '-' ? undefined : masterId,
+        slots: ranges
+          .filter((range) => !range.startsWith('['))
+          .map((range) => {
+            const [start = -1, end = start] = range.split('-').map(Number);
+            return [start, end] as const;
+          }),
+      };
+    });
+}
+
+/** The ports of the master and the replica serving `slot`. */
+export async function shardOfSlot(redis: Redis, slot: number): Promise<{ master: number; replica: number }> {
+  const nodes = await clusterNodes(redis);
+  const master = nodes.find((node) => node.master && node.slots.some(([start, end]) => start <= slot && slot <= end));
+  const replica = nodes.find((node) => master && node.masterId === master.id);
+  if (!master || !replica) throw new Error(`Redis Cluster: no master with a replica for slot ${slot}`);
+  return { master: master.port, replica: replica.port };
 }
 
 /**

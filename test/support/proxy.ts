@@ -1,53 +1,73 @@
 import { once } from 'node:events';
 import { createConnection, createServer, type Socket } from 'node:net';
 
-/** A TCP proxy in front of a server, whose link can be cut the way a network partition cuts it. */
+/** A TCP proxy on a free loopback port in front of one server, able to cut it off as a network partition would. */
 export interface Proxy {
   readonly port: number;
-  /** Stops carrying bytes either way, holding them; connections stay open, as across a partition. */
-  partition(): void;
-  /** Delivers, late, what was held, as TCP does once a partition heals, and carries bytes again. */
+  /**
+   * Stops forwarding in both directions while keeping every connection open and accepting new
+   * ones: bytes wait in the sockets' buffers, as they wait in TCP's during a partition, and are
+   * delivered on heal. (Dropping them would desynchronise the protocol: a client would match
+   * later replies to earlier commands.)
+   */
+  blackHole(): void;
   heal(): void;
-  close(): Promise<void>;
+  stop(): Promise<void>;
 }
 
-/** Starts a proxy on a free loopback port forwarding to `target`. */
-export async function startProxy(target: { host: string; port: number }): Promise<Proxy> {
-  const links = new Set<{ from: Socket; to: Socket; held: Buffer[] }>();
-  let partitioned = false;
-  const server = createServer((client) => {
-    const upstream = createConnection(target);
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      const link = { from, to, held: [] as Buffer[] };
-      links.add(link);
-      from.on('data', (chunk: Buffer) => (partitioned ? link.held.push(chunk) : to.write(chunk)));
-      from.on('error', () => to.destroy());
-      from.on('close', () => {
-        links.delete(link);
-        to.destroy();
-      });
+/** Starts a proxy to 127.0.0.1:`targetPort`. A connection whose server is down is closed at once. */
+export async function startProxy(targetPort: number): Promise<Proxy> {
+  const links = new Set<{ client: Socket; server: Socket }>();
+  let holding = false;
+
+  function forward(link: { client: Socket; server: Socket }): void {
+    link.client.pipe(link.server);
+    link.server.pipe(link.client);
+  }
+  function hold({ client, server }: { client: Socket; server: Socket }): void {
+    for (const [from, to] of [[client, server], [server, client]] as const) {
+      from.unpipe(to);
+      from.pause();
     }
+  }
+
+  const proxy = createServer((client) => {
+    const link = { client, server: createConnection({ host: '127.0.0.1', port: targetPort }) };
+    links.add(link);
+    const close = () => {
+      links.delete(link);
+      link.client.destroy();
+      link.server.destroy();
+    };
+    for (const socket of [link.client, link.server]) {
+      socket.on('error', close);
+      socket.on('close', close);
+    }
+    if (!holding) forward(link);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('the proxy has no port');
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  const address = proxy.address();
+  if (typeof address !== 'object' || address === null) throw new Error('the proxy has no port');
+
   return {
     port: address.port,
-    partition() {
-      partitioned = true;
+    blackHole() {
+      holding = true;
+      links.forEach(hold);
     },
     heal() {
-      partitioned = false;
-      for (const link of links) for (const chunk of link.held.splice(0)) link.to.write(chunk);
+      if (!holding) return;
+      holding = false;
+      links.forEach(forward);
     },
-    async close() {
-      for (const { from } of links) from.destroy();
-      server.close();
-      await once(server, 'close');
+    async stop() {
+      const closed = new Promise((resolve) => proxy.close(resolve));
+      for (const { client, server } of links) {
+        client.destroy();
+        server.destroy();
+      }
+      await closed;
     },
   };
 }

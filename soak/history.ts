@@ -1,0 +1,106 @@
+import { once } from 'node:events';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { FailureReason } from '../src/index.js';
+
+/*
+ * What a soak run leaves in its directory, one JSON object a line: each worker's calls and memory
+ * (worker-<n>.jsonl), the faults injected (faults.jsonl) and what was seen on the nodes
+ * (nodes.jsonl). The checker reads nothing else.
+ *
+ * Times: `serverMs` is the Redis TIME a script decided at; the faults and node samples are stamped
+ * with Date.now(), the same wall clock on this one machine. A worker's `startMs` and `endMs` come
+ * from its monotonic clock (performance.timeOrigin + performance.now()): their difference is an
+ * exact duration, and they agree with the wall clock to within its drift since the worker started.
+ */
+
+/** A call to Redis made through a limiter, as a worker saw it. */
+export interface Timed {
+  readonly startMs: number;
+  readonly endMs: number;
+  /**
+   * For a call still waiting when a timer set for the limiter's timeout + 1 ms at its start fired: how
+   * late that timer fired (the event loop's delay) and how long after it the call was answered.
+   */
+  readonly timerLateMs?: number;
+  readonly afterTimerMs?: number;
+}
+
+export interface ReleaseRecord extends Timed {
+  /** `failed`: the failure policy answered, so when (or whether) Redis freed the slot is unknown. */
+  readonly outcome: 'released' | 'not-held' | 'failed';
+  readonly serverMs?: number;
+}
+
+export interface CallRecord extends Timed {
+  readonly type: 'call';
+  readonly worker: number;
+  readonly limiter: string;
+  readonly key: string;
+  readonly cost: number;
+  /** `rejected`: the call rejected instead of resolving with a decision. */
+  readonly outcome: 'allowed' | 'denied' | 'rejected';
+  /** Set when the failure policy answered (decision.reason). */
+  readonly reason?: FailureReason;
+  /** When Redis decided; absent when the failure policy answered. */
+  readonly serverMs?: number;
+  readonly error?: string;
+  /** A concurrency lease: how it was given back; absent when it was left to expire. */
+  readonly release?: ReleaseRecord;
+}
+
+export interface MemoryRecord {
+  readonly type: 'memory';
+  readonly worker: number;
+  readonly atMs: number;
+  readonly rssBytes: number;
+  readonly heapUsedBytes: number;
+}
+
+export type FaultKind = 'kill' | 'failover' | 'partition' | 'pause' | 'script-flush';
+
+export interface FaultRecord {
+  readonly type: 'fault';
+  readonly kind: FaultKind;
+  /** The node it hit (script-flush: every node, 0). */
+  readonly port: number;
+  readonly startMs: number;
+  /** When it was over and the cluster settled again. */
+  readonly endMs: number;
+  /** The slot ranges whose writes it may have lost: the killed master's. */
+  readonly lostSlots?: readonly (readonly [number, number])[];
+}
+
+export interface NodeRecord {
+  readonly type: 'node';
+  readonly port: number;
+  readonly atMs: number;
+  readonly usedMemoryBytes: number;
+  /** Keys under the soak's prefix on this master (0 on a replica, which is not scanned). */
+  readonly keys: number;
+  /** Keys found with PTTL -1. */
+  readonly ttlLess: readonly string[];
+}
+
+export type HistoryRecord = CallRecord | MemoryRecord | FaultRecord | NodeRecord;
+
+/** Appends records to a file, one JSON line each. */
+export function historyWriter(path: string) {
+  const stream = createWriteStream(path);
+  return {
+    write(record: HistoryRecord): void {
+      stream.write(`${JSON.stringify(record)}\n`);
+    },
+    async close(): Promise<void> {
+      stream.end();
+      await once(stream, 'finish');
+    },
+  };
+}
+
+/** The records of one history file, in the order written. */
+export async function* readHistory(path: string): AsyncGenerator<HistoryRecord> {
+  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
+    if (line !== '') yield JSON.parse(line) as HistoryRecord;
+  }
+}

@@ -1,0 +1,201 @@
+/**
+ * One soak worker process: a cluster client (ioredis or node-redis) through the proxies, a limiter
+ * per algorithm on the shared keys, and `loops` callers hammering them at random until told to stop.
+ * Every call goes to its history file. It prints "ready" once connected, starts on "go" and stops
+ * on "stop" (or when stdin closes, as it does if the soak dies), finishing the calls in flight.
+ *
+ * argv: a WorkerConfig as JSON
+ */
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster } from 'ioredis';
+import { createCluster } from 'redis';
+import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient, type Store } from '../src/index.js';
+import { historyWriter, type CallRecord, type ReleaseRecord, type Timed } from './history.js';
+import { soakKeys, soakLimiters, TIMEOUT_MS, type SoakLimiter } from './plan.js';
+
+export interface WorkerConfig {
+  readonly index: number;
+  readonly client: 'ioredis' | 'node-redis';
+  /** `advised`: the client options docs/reliability.md gives for outages; `defaults`: the client's own. */
+  readonly clientOptions: 'advised' | 'defaults';
+  readonly onStoreError: 'allow' | 'deny';
+  readonly prefix: string;
+  /** Where the client starts: the proxies' ports. */
+  readonly rootPorts: readonly number[];
+  /** Each node's own port to its proxy's: the cluster names its nodes by their own ports. */
+  readonly proxyOf: Readonly<Record<number, number>>;
+  readonly historyPath: string;
+  /** Callers at once, each waiting up to `pauseMs` (at random) between its calls. */
+  readonly loops: number;
+  readonly pauseMs: number;
+}
+
+// A lease is held this long at most, and one in ten is never released: it expires.
+const HOLD_MS = 300;
+const ABANDONED = 0.1;
+const MEMORY_EVERY_MS = 1_000;
+
+const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
+const clock = () => performance.timeOrigin + performance.now();
+const pick = <T>(list: readonly T[]): T => list[Math.floor(Math.random() * list.length)] as T;
+
+async function connect(): Promise<{ client: RedisClient; close(): Promise<void> }> {
+  const host = '127.0.0.1';
+  const proxied = (address: string) => {
+    const proxy = config.proxyOf[Number(address.split(':')[1])];
+    return proxy === undefined ? undefined : { host, port: proxy };
+  };
+  const advised = config.clientOptions === 'advised';
+  // Connections drop and time out all the time here; the limiters' decisions say what it cost.
+  const expected = () => undefined;
+  if (config.client === 'ioredis') {
+    const cluster = new Cluster(
+      config.rootPorts.map((port) => ({ host, port })),
+      {
+        natMap: (address) => proxied(address) ?? null,
+        ...(advised && {
+          enableOfflineQueue: false,
+          clusterRetryStrategy: (times: number) => Math.min(times * 100, 2_000),
+          slotsRefreshTimeout: 1_000,
+          redisOptions: { connectTimeout: 1_000, commandTimeout: 500, maxRetriesPerRequest: 1 },
+        }),
+      },
+    );
+    cluster.on('error', expected);
+    cluster.on('node error', expected);
+    await once(cluster, 'ready');
+    return { client: cluster, close: () => cluster.quit().then(() => undefined) };
+  }
+  const cluster = createCluster({
+    rootNodes: config.rootPorts.map((port) => ({ url: `redis://${host}:${port}` })),
+    nodeAddressMap: proxied,
+    ...(advised && {
+      defaults: { disableOfflineQueue: true, socket: { connectTimeout: 1_000, reconnectStrategy: (retries: number) => Math.min(retries * 100, 2_000) } },
+    }),
+  });
+  cluster.on('error', expected);
+  await cluster.connect();
+  return { client: cluster, close: () => cluster.close() };
+}
+
+/**
+ * The store, telling a listener the Redis time of each reply. A limiter asks its store in the same
+ * synchronous step as limit(), acquire() or release(), so the listener set around that call hears
+ * about that call's reply.
+ */
+function timeTelling(store: Store) {
+  let listener: ((serverMs: number) => void) | undefined;
+  const told: Store = {
+    run(script, keys, args, validForMs) {
+      const heard = listener;
+      return store.run(script, keys, args, validForMs).then((reply) => {
+        heard?.(reply[1] ?? NaN);
+        return reply;
+      });
+    },
+  };
+  return {
+    store: told,
+    /**
+     * Runs `call`, timed, with the server time of the store step it starts, beside a timer set for
+     * the limiter's timeout + 1 ms: when it fires, the limiter's own deadline has fired too. (Node
+     * runs timers by a clock of whole ms, so a timer may fire a fraction of a ms before its time by
+     * performance.now(); the limiter then finds the call not yet due and waits 1 ms more for it.)
+     */
+    async timed<T>(call: () => Promise<T>): Promise<Timed & { value?: T; error?: unknown; serverMs?: number }> {
+      let serverMs: number | undefined;
+      let firedMs: number | undefined;
+      listener = (ms) => (serverMs = ms);
+      const startMs = clock();
+      const timer = setTimeout(() => (firedMs = clock()), TIMEOUT_MS + 1);
+      let pending: Promise<T>;
+      try {
+        pending = call();
+      } finally {
+        listener = undefined;
+      }
+      const outcome: { value?: T; error?: unknown } = await pending.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
+      const endMs = clock();
+      clearTimeout(timer);
+      const deadline = firedMs === undefined ? {} : { timerLateMs: firedMs - startMs - TIMEOUT_MS - 1, afterTimerMs: endMs - firedMs };
+      return { startMs, endMs, ...deadline, ...outcome, ...(outcome.error === undefined && { serverMs }) };
+    },
+  };
+}
+
+const { client, close } = await connect();
+const { store, timed } = timeTelling(redisStore(client));
+const limiters = soakLimiters.map((soak) => ({
+  soak,
+  limiter: createLimiter({ store, policy: soak.policy, prefix: config.prefix, timeout: TIMEOUT_MS, onStoreError: config.onStoreError, hooks: { storeError: () => undefined } }),
+}));
+const history = historyWriter(config.historyPath);
+
+/** A call's times, as the history keeps them. */
+const times = ({ startMs, endMs, timerLateMs, afterTimerMs }: Timed): Timed => ({ startMs, endMs, timerLateMs, afterTimerMs });
+
+/** One call, recorded; a concurrency lease is held a while, then released (or left to expire). */
+async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<void> {
+  const leased = soak.invariant.kind === 'concurrency';
+  const cost = !leased && Math.random() < 0.2 ? 2 : 1;
+  const made = await timed<Decision>(() => (leased ? limiter.acquire(key) : limiter.limit(key, { cost })));
+  const decision = made.value;
+  const base = { type: 'call', worker: config.index, limiter: soak.name, key, cost, ...times(made) } as const;
+  if (!decision) {
+    history.write({ ...base, outcome: 'rejected', error: String(made.error) });
+    return;
+  }
+  const record: CallRecord = {
+    ...base,
+    outcome: decision.allowed ? 'allowed' : 'denied',
+    ...(decision.reason === undefined ? { serverMs: made.serverMs } : { reason: decision.reason }),
+  };
+  if (!leased || !decision.allowed || decision.reason !== undefined || !('release' in decision) || Math.random() < ABANDONED) {
+    history.write(record);
+    return;
+  }
+  await sleep(Math.random() * HOLD_MS);
+  const lease = decision as Decision & { release(): Promise<boolean> };
+  const released = await timed(() => lease.release());
+  const release: ReleaseRecord =
+    released.value === undefined
+      ? { ...times(released), outcome: 'failed' }
+      : { ...times(released), outcome: released.value ? 'released' : 'not-held', serverMs: released.serverMs };
+  history.write({ ...record, release });
+}
+
+let running = true;
+async function hammer(): Promise<void> {
+  while (running) {
+    const { soak, limiter } = pick(limiters);
+    await call(soak, limiter, pick(soakKeys));
+    await sleep(Math.random() * config.pauseMs);
+  }
+}
+
+const memory = setInterval(() => {
+  const { rss, heapUsed } = process.memoryUsage();
+  history.write({ type: 'memory', worker: config.index, atMs: Date.now(), rssBytes: rss, heapUsedBytes: heapUsed });
+}, MEMORY_EVERY_MS);
+
+const commands = createInterface({ input: process.stdin });
+const stopped = new Promise<void>((resolve) => {
+  commands.on('line', (line) => line === 'stop' && resolve());
+  commands.on('close', resolve);
+});
+process.stdout.write('ready\n');
+await Promise.race([stopped, new Promise<void>((resolve) => commands.on('line', (line) => line === 'go' && resolve()))]);
+
+const loops = Array.from({ length: config.loops }, hammer);
+await stopped;
+running = false;
+await Promise.all(loops);
+clearInterval(memory);
+commands.close();
+await history.close();
+await close();

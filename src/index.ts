@@ -9,6 +9,7 @@ export {
   InvalidArgumentError,
   CostExceedsLimitError,
   StoreError,
+  StorePermissionError,
   WrongMethodError,
   type SluiceErrorCode,
 } from './core/errors.js';

@@ -1,4 +1,5 @@
-import { InvalidOptionError, StoreError, toStoreError } from '../core/errors.js';
+import { InvalidOptionError, StoreError, StorePermissionError, toStoreError } from '../core/errors.js';
+import { aclKeyPattern } from '../core/keys.js';
 import type { Arg, Reply, Script } from '../core/types.js';
 import { batchArguments, batchScript, settle, type Request } from './batch.js';
 import { hashSlot } from './slot.js';
@@ -100,6 +101,41 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
+// How Redis words an ACL refusal: NOPERM at the top level, and inside a script "ERR The user
+// executing the script can't ..." (7.0) or "ERR ACL failure in script: ..." (7.2 and later).
+const ACL_REFUSAL = /^(?:NOPERM |ERR ACL failure in script: |ERR The user executing the script can't )/;
+
+/** The ACL rules for the commands a piece of Lua calls, in order, each once. */
+function calledCommands(lua: string): string[] {
+  return [...new Set(Array.from(lua.matchAll(/redis\.p?call\('(\w+)'/g), ([, name = '']) => `+${name.toLowerCase()}`))];
+}
+
+/**
+ * The ACL rule a refusal says the user lacks: the command Redis names. Redis 7.0 names no command
+ * it refuses inside a script, only the script's line (none for a request of a batch, which catches
+ * its error): then the commands that line calls, or the script calls. Else the key pattern of
+ * the keys sent (Redis names no key, or one holding a client's key).
+ */
+function missingRule(message: string, keys: readonly string[], lua: string | undefined): string {
+  const command = /the '([^']+)' command/.exec(message)?.[1];
+  if (command !== undefined) return `+${command}`;
+  if (lua !== undefined && message.includes("can't run this command")) {
+    const line = /@user_script:(\d+)/.exec(message)?.[1];
+    return calledCommands(line === undefined ? lua : (lua.split('\n')[Number(line) - 1] ?? '')).join(' or ');
+  }
+  return [...new Set(keys.map(aclKeyPattern))].join(' or ');
+}
+
+function permissionError(message: string, keys: readonly string[], lua: string | undefined, cause?: unknown): StorePermissionError {
+  return new StorePermissionError(missingRule(message, keys, lua), message, { cause });
+}
+
+/** A client's error as a StoreError: an ACL refusal as a StorePermissionError naming the rule to grant. */
+function storeErrorOf(error: unknown, keys: readonly string[], lua?: string): StoreError {
+  if (error instanceof Error && ACL_REFUSAL.test(error.message)) return permissionError(error.message, keys, lua, error);
+  return toStoreError(error);
+}
+
 function isReply(raw: unknown): raw is Reply {
   return Array.isArray(raw) && raw.length >= 3 && raw.every((n) => typeof n === 'number');
 }
@@ -153,14 +189,18 @@ export function redisStore(client: RedisClient): Store {
     if (requests.length === 1 && first) {
       evaluate(script, first.keys, first.args).then(
         (raw) => first.resolve(raw),
-        (error: unknown) => first.reject(error),
+        (error: unknown) => first.reject(storeErrorOf(error, first.keys, script.lua)),
       );
       return;
     }
     const { keys, args, order } = batchArguments(requests);
-    evaluate(batchScript(script, redis.binary !== undefined), keys, args, redis.binary).then(
-      (raw) => settle(order, raw, (message) => new StoreError(message)),
-      (error: unknown) => requests.forEach((request) => request.reject(error)),
+    const batch = batchScript(script, redis.binary !== undefined);
+    evaluate(batch, keys, args, redis.binary).then(
+      (raw) => settle(order, raw, (message) => (ACL_REFUSAL.test(message) ? permissionError(message, keys, batch.lua) : new StoreError(message))),
+      (error: unknown) => {
+        const failure = storeErrorOf(error, keys, batch.lua);
+        requests.forEach((request) => request.reject(failure));
+      },
     );
   }
 
@@ -193,7 +233,7 @@ export function redisStore(client: RedisClient): Store {
       try {
         await redis.del(keys);
       } catch (error) {
-        throw toStoreError(error);
+        throw storeErrorOf(error, keys);
       }
     },
   };

@@ -33,12 +33,13 @@ async function startNode(): Promise<RedisServer> {
 export async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`Redis Cluster: timed out waiting until ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await sleep(100);
   }
 }
 
-async function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
+/** Runs `command` on a fresh connection to each server (a node, or a Sentinel), closed afterwards. */
+export async function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
   return Promise.all(
     nodes.map(async (node) => {
       const redis = new Redis(node.port, '127.0.0.1', { lazyConnect: true });

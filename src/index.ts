@@ -10,6 +10,7 @@ export {
   CostExceedsLimitError,
   StoreError,
   StoreTimeoutError,
+  StorePermissionError,
   WrongMethodError,
   type SluiceErrorCode,
 } from './core/errors.js';

@@ -81,7 +81,8 @@ function ALG.cc.release(key, cost, now, p, id)
   local released = false
   for i = 0, cost - 1 do
     -- A key of another type holds no lease: its error reply is not 1.
-    if redis.pcall('ZREM', key, digits(id + i)) == 1 then released = true end
+    local removed = redis.pcall('ZREM', key, digits(id + i)) if refused(removed) then error(removed) end
+    if removed == 1 then released = true end
   end
   -- A release only frees slots, so a TTL the key has still covers its leases.
   if released and redis.call('PTTL', key) == -1 then cc_expire(key, now) end
@@ -91,7 +92,8 @@ function ALG.cc.extend(key, cost, now, p, id, ms)
   local held = false
   for i = 0, cost - 1 do
     local member = digits(id + i)
-    local expires = tonumber(redis.pcall('ZSCORE', key, member))
+    local expires = redis.pcall('ZSCORE', key, member) if refused(expires) then error(expires) end
+    expires = tonumber(expires)
     if expires and expires > now then
       redis.call('ZADD', key, 'XX', digits(now + ms), member)
       held = true

@@ -41,7 +41,8 @@ local function fw_current(key, now, window)
     local off = pttl - (window - now % window)
     if off > window / 2 or -off > window / 2 then return pttl, nil end
   end
-  return pttl, whole(redis.pcall('GET', key))
+  local count = redis.pcall('GET', key) if refused(count) then error(count) end
+  return pttl, whole(count)
 end
 function ALG.fw.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]

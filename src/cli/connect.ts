@@ -52,6 +52,9 @@ export async function connectRedis(text: string, source: string): Promise<RedisC
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     retryStrategy: () => null,
+    // Its INFO is one command more than the least-privilege ACL grants (docs/reliability.md), and
+    // without it ioredis warns; a server still loading fails the command itself with LOADING.
+    enableReadyCheck: false,
   });
   // Commands reject with their own errors; the socket's error (ECONNREFUSED, a bad password) only
   // comes here, while connect() rejects with a bare "Connection is closed".

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +36,9 @@ export function freePort(): Promise<number> {
   });
 }
 
+// A server says the first when it serves; a sentinel, which never does, the second once it runs.
+const READY = /Ready to accept connections|Sentinel ID is/;
+
 function waitUntilReady(child: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {
     let output = '';
@@ -49,7 +52,7 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
     child.once('exit', (code) => fail(new Error(`redis-server exited with code ${code}:\n${output}`)));
     child.stdout?.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('Ready to accept connections')) {
+      if (READY.test(output)) {
         clearTimeout(timer);
         child.removeAllListeners('exit');
         child.stdout?.removeAllListeners('data');
@@ -60,10 +63,10 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
   });
 }
 
-function launch(port: number, dir: string, args: readonly string[]): { child: ChildProcess; ready: Promise<void> } {
+function launch(port: number, dir: string, args: readonly string[], config: readonly string[]): { child: ChildProcess; ready: Promise<void> } {
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
+    [...config, '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   return { child, ready: waitUntilReady(child) };
@@ -78,14 +81,18 @@ function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
 
 /**
  * Starts redis-server with nothing persisted, in a temporary directory removed on stop.
- * `args` are extra server options, e.g. ['--cluster-enabled', 'yes'].
+ * `args` are extra server options, e.g. ['--cluster-enabled', 'yes']. With `sentinel`, it runs as
+ * a Sentinel (`args` then say what it monitors, e.g. ['--sentinel', 'monitor', ...]), from a
+ * config file in that directory, which a Sentinel needs to record what it learns; a restart keeps it.
  */
-export async function startRedisServer(args: readonly string[] = []): Promise<RedisServer> {
+export async function startRedisServer(args: readonly string[] = [], options: { sentinel?: boolean } = {}): Promise<RedisServer> {
   // Another process may take the free port between our probe and redis-server's bind: try again.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const dir = await mkdtemp(join(tmpdir(), 'sluice-redis-'));
-    let { child, ready } = launch(port, dir, args);
+    const config = options.sentinel ? [join(dir, 'sentinel.conf'), '--sentinel'] : [];
+    if (options.sentinel) await writeFile(join(dir, 'sentinel.conf'), '');
+    let { child, ready } = launch(port, dir, args, config);
     try {
       await ready;
     } catch (error) {
@@ -99,7 +106,7 @@ export async function startRedisServer(args: readonly string[] = []): Promise<Re
       kill: () => exited(child, 'SIGKILL'),
       async restart() {
         await exited(child, 'SIGKILL');
-        ({ child, ready } = launch(port, dir, args));
+        ({ child, ready } = launch(port, dir, args, config));
         await ready;
       },
       async stop() {

@@ -98,6 +98,22 @@ export class StoreTimeoutError extends StoreError {
   }
 }
 
+/**
+ * Redis refused sluice's user a command or a key (an ACL). Still a store failure, answered as one,
+ * but one that lasts until the user is granted `missing`: an ACL rule as Redis names it, such as
+ * `+time`, `+pexpire or +del` (a script line calling either), or the key pattern `~sluice:*`.
+ */
+export class StorePermissionError extends StoreError {
+  constructor(
+    readonly missing: string,
+    reply: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the Redis user lacks ${missing} (${reply}); grant it as docs/reliability.md#least-privilege-acl shows`, options);
+    this.name = 'StorePermissionError';
+  }
+}
+
 /** Any failure of a store call as a StoreError, keeping the original as `cause`. */
 export function toStoreError(error: unknown): StoreError {
   if (error instanceof StoreError) return error;

@@ -84,6 +84,19 @@ export function stemmed(prefix: string, id: string, suffixes: readonly string[])
   return suffixes.map((suffix) => stem + suffix);
 }
 
+// A prefix holds no brace, so a key's first `{` opens its hash tag, right after `:` or `:#`.
+function prefixEnd(key: string, open: number): number {
+  return open - (key[open - 1] === '#' ? 2 : 1);
+}
+
+/**
+ * The ACL key pattern that grants every key of the limiter a Redis key belongs to: `~<prefix>:*`,
+ * with the prefix's glob characters escaped, so that it matches that prefix alone.
+ */
+export function aclKeyPattern(key: string): string {
+  return `~${key.slice(0, prefixEnd(key, key.indexOf('{'))).replace(/[*?[\]\\]/g, '\\$&')}:*`;
+}
+
 /**
  * A Redis key split back into its client's id and the part's name (`<prefix> <suffix>`; a prefix
  * holds no space), as the memory store holds it: the inverse of `stemmed`. Undefined for any key
@@ -94,7 +107,7 @@ export function splitKey(key: string): { id: string; part: string } | undefined 
   const close = key.lastIndexOf('}:');
   if (open < 0 || close < open) return undefined;
   const hashed = key[open - 1] === '#';
-  const stemEnd = open - (hashed ? 2 : 1);
+  const stemEnd = prefixEnd(key, open);
   const prefix = key.slice(0, stemEnd);
   const suffix = key.slice(close + 2);
   if (key[stemEnd] !== ':' || !PREFIX.test(prefix) || !SUFFIX.test(suffix)) return undefined;

@@ -92,7 +92,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
   -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
   -- block that lost its TTL still ends on time. Junk (not a time sluice wrote, a key of another
   -- type, an end further off than a block lasts) reads as -1: no block, deleted as an ended one.
-  local blockedUntil = redis.pcall('GET', KEYS[1])
+  local blockedUntil = redis.pcall('GET', KEYS[1]) if refused(blockedUntil) then error(blockedUntil) end
   blockedUntil = blockedUntil and (whole(blockedUntil) or -1) or 0
   if blockedUntil > now and blockedUntil <= now + ${MAX_DURATION_MS} then
     local blocked = blockedUntil - now
@@ -132,7 +132,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
     if all then
       redis.call('DEL', KEYS[2])
     else
-      local strikes = redis.pcall('INCR', KEYS[2])
+      local strikes = redis.pcall('INCR', KEYS[2]) if refused(strikes) then error(strikes) end
       -- Junk (what INCR refuses: text, a fraction, a key of another type; or a count below 1)
       -- counts again from 1.
       if type(strikes) ~= 'number' or strikes < 1 then
@@ -196,6 +196,14 @@ end
 local function whole(value)
   local n = tonumber(value)
   if n and n >= 0 and n < 2^53 and n % 1 == 0 then return n end
+end
+-- Whether a reply of redis.pcall on state is an error the key's value did not cause: a command the
+-- ACL refuses, OOM. The caller raises it (error(reply)) on the line of its redis.pcall, so the
+-- error names that line, as redis.call's would; errors the value causes (a key of another type,
+-- INCR on a value that is not a count) are junk, which the caller reads as empty state.
+local function refused(reply)
+  local err = type(reply) == 'table' and reply.err
+  return err and not (err:find('^WRONGTYPE') or err:find('^ERR value is not') or err:find('^ERR increment or decrement'))
 end
 `;
 

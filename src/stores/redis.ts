@@ -1,8 +1,9 @@
-import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import { InvalidOptionError, StoreError, StorePermissionError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../core/script.js';
 import type { Arg, Reply, Script } from '../core/types.js';
 import { batchArguments, batchScript, settle, type Request } from './batch.js';
-import { checkEviction, type MemorySettings } from './eviction.js';
+import { checkEviction, type MemoryInfo } from './eviction.js';
 import { ServerClock } from './server-clock.js';
 import { hashSlot } from './slot.js';
 import type { Store } from './store.js';
@@ -19,8 +20,8 @@ interface Evaluator {
 interface ScriptClient extends Evaluator {
   /** The same, replying with a Buffer where Redis replies with a string, if the client can. */
   readonly binary: Evaluator | undefined;
-  /** The server's memory settings, where the client can ask for them. */
-  readonly memorySettings: MemorySettings | undefined;
+  /** The server's INFO memory, where the client can ask for it. */
+  readonly memoryInfo: MemoryInfo | undefined;
 }
 
 /** ioredis: `Redis` and `Cluster` (lower-case `evalsha`, keys and args spread after their count). */
@@ -29,7 +30,7 @@ interface IoRedisLike {
   eval(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalshaBuffer?(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   evalBuffer?(lua: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
-  config?(subcommand: 'GET', pattern: string): Promise<unknown>;
+  info?(section: string): Promise<string>;
 }
 
 /** node-redis: `createClient()` and `createCluster()` (camel-case `evalSha`, keys and args in an object). */
@@ -38,7 +39,7 @@ interface NodeRedisLike {
   eval(lua: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   /** node-redis 5 and later: the same client, with some reply types read as another. */
   withTypeMapping?(mapping: Record<number, unknown>): NodeRedisLike;
-  configGet?(pattern: string): Promise<unknown>;
+  info?(section: string): Promise<string>;
 }
 
 // RESP's marker of a bulk string ('$'), which is what node-redis's RESP_TYPES.BLOB_STRING names.
@@ -69,15 +70,6 @@ function nodeRedisEvaluator(c: NodeRedisLike): Evaluator {
   };
 }
 
-const MEMORY_SETTINGS = 'maxmemory*';
-
-function pairs(flat: unknown): Record<string, string> {
-  const list = Array.isArray(flat) ? flat.map(String) : [];
-  const settings: Record<string, string> = {};
-  for (let i = 0; i + 1 < list.length; i += 2) settings[list[i] as string] = list[i + 1] as string;
-  return settings;
-}
-
 function scriptClient(client: unknown): ScriptClient {
   if (hasMethods(client, 'evalsha', 'eval')) {
     const c = client as IoRedisLike;
@@ -85,8 +77,7 @@ function scriptClient(client: unknown): ScriptClient {
     return {
       ...ioRedisEvaluator(c.evalsha.bind(c), c.eval.bind(c)),
       binary: binary ? ioRedisEvaluator(c.evalshaBuffer!.bind(c), c.evalBuffer!.bind(c)) : undefined,
-      // ioredis replies name, value, name, value...
-      memorySettings: c.config ? async () => pairs(await c.config!('GET', MEMORY_SETTINGS)) : undefined,
+      memoryInfo: c.info ? () => c.info!('memory') : undefined,
     };
   }
   if (hasMethods(client, 'evalSha', 'eval')) {
@@ -95,7 +86,7 @@ function scriptClient(client: unknown): ScriptClient {
       ...nodeRedisEvaluator(c),
       // node-redis 4 has no type mapping: its batches reply as a RESP array.
       binary: c.withTypeMapping ? nodeRedisEvaluator(c.withTypeMapping({ [BULK_STRING]: Buffer })) : undefined,
-      memorySettings: c.configGet ? async () => (await c.configGet!(MEMORY_SETTINGS)) as Record<string, string> : undefined,
+      memoryInfo: c.info ? () => c.info!('memory') : undefined,
     };
   }
   throw new InvalidOptionError('client', client, 'an ioredis client (Redis or Cluster) or a node-redis client (createClient or createCluster)');
@@ -112,6 +103,41 @@ const MAX_BATCH = 256;
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+// How Redis words an ACL refusal: NOPERM at the top level, and inside a script "ERR The user
+// executing the script can't ..." (7.0) or "ERR ACL failure in script: ..." (7.2 and later).
+const ACL_REFUSAL = /^(?:NOPERM |ERR ACL failure in script: |ERR The user executing the script can't )/;
+
+/** The ACL rules for the commands a piece of Lua calls, in order, each once. */
+function calledCommands(lua: string): string[] {
+  return [...new Set(Array.from(lua.matchAll(/redis\.p?call\('(\w+)'/g), ([, name = '']) => `+${name.toLowerCase()}`))];
+}
+
+/**
+ * The ACL rule a refusal says the user lacks: the command Redis names. Redis 7.0 names no command
+ * it refuses inside a script, only the script's line (none for a request of a batch, which catches
+ * its error): then the commands that line calls, or the script calls. Else the key pattern of
+ * the keys sent (Redis names no key, or one holding a client's key).
+ */
+function missingRule(message: string, keys: readonly string[], lua: string | undefined): string {
+  const command = /the '([^']+)' command/.exec(message)?.[1];
+  if (command !== undefined) return `+${command}`;
+  if (lua !== undefined && message.includes("can't run this command")) {
+    const line = /@user_script:(\d+)/.exec(message)?.[1];
+    return calledCommands(line === undefined ? lua : (lua.split('\n')[Number(line) - 1] ?? '')).join(' or ');
+  }
+  return [...new Set(keys.map(aclKeyPattern))].join(' or ');
+}
+
+function permissionError(message: string, keys: readonly string[], lua: string | undefined, cause?: unknown): StorePermissionError {
+  return new StorePermissionError(missingRule(message, keys, lua), message, { cause });
+}
+
+/** A client's error as a StoreError: an ACL refusal as a StorePermissionError naming the rule to grant. */
+function storeErrorOf(error: unknown, keys: readonly string[], lua: string): StoreError {
+  if (error instanceof Error && ACL_REFUSAL.test(error.message)) return permissionError(error.message, keys, lua, error);
+  return toStoreError(error);
 }
 
 function isReply(raw: unknown): raw is Reply {
@@ -178,10 +204,10 @@ export function redisStore(client: RedisClient): Store {
     return String(earliest === Infinity ? 0 : (clock.serverTime(earliest) ?? 0));
   }
 
-  /** A failed call's error; a late call's refusal also tells the server's time. */
-  function failure(error: unknown): unknown {
+  /** A failed call's error, typed; a late call's refusal also tells the server's time. */
+  function failure(error: unknown, keys: readonly string[], lua: string): StoreError {
     const message = error instanceof Error ? error.message : '';
-    if (!message.startsWith(`${LATE} `)) return error;
+    if (!message.startsWith(`${LATE} `)) return storeErrorOf(error, keys, lua);
     clock.observe(Number(message.split(' ', 2)[1]));
     return new StoreTimeoutError(`the call reached Redis after its deadline and counted nothing: ${message}`, { cause: error });
   }
@@ -192,15 +218,16 @@ export function redisStore(client: RedisClient): Store {
     if (requests.length === 1 && first) {
       evaluate(script, first.keys, [...first.args, deadline]).then(
         (raw) => first.resolve(raw),
-        (error: unknown) => first.reject(failure(error)),
+        (error: unknown) => first.reject(failure(error, first.keys, script.lua)),
       );
       return;
     }
     const { keys, args, order } = batchArguments(requests, deadline);
-    evaluate(batchScript(script, redis.binary !== undefined), keys, args, redis.binary).then(
-      (raw) => settle(order, raw, (message) => new StoreError(message)),
+    const batch = batchScript(script, redis.binary !== undefined);
+    evaluate(batch, keys, args, redis.binary).then(
+      (raw) => settle(order, raw, (message) => (ACL_REFUSAL.test(message) ? permissionError(message, keys, batch.lua) : new StoreError(message))),
       (error: unknown) => {
-        const reason = failure(error);
+        const reason = failure(error, keys, batch.lua);
         requests.forEach((request) => request.reject(reason));
       },
     );
@@ -230,7 +257,7 @@ export function redisStore(client: RedisClient): Store {
     run(script, keys, args, validForMs) {
       if (!evictionChecked) {
         evictionChecked = true;
-        if (redis.memorySettings) checkEviction(redis.memorySettings);
+        if (redis.memoryInfo) checkEviction(redis.memoryInfo);
       }
       const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
       return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));

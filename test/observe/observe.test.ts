@@ -178,11 +178,11 @@ describe('observe: store errors and recovery against a real Redis', () => {
     assert.deepEqual(
       errors.map((e) => [e.operation, e.reason, e.error.name, e.error.code, 'key' in e, 'cause' in e]),
       [
-        ['limit', 'store-error', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
-        ['peek', 'store-error', 'StoreError', 'SLUICE_STORE_ERROR', false, false],
+        ['limit', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', false, false],
+        ['peek', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', false, false],
       ],
     );
-    assert.match(errors[0]?.error.message ?? '', /NOPERM/);
+    assert.match(errors[0]?.error.message ?? '', /lacks \+evalsha \(NOPERM/);
     assert.equal(recoveries.length, 1);
     assert.deepEqual({ ...recoveries[0], downForMs: undefined }, { ...labelsOfEvent(limiter), operation: 'limit', failures: 2, downForMs: undefined });
     assert.ok((recoveries[0]?.downForMs ?? -1) >= 0);

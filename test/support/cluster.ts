@@ -33,7 +33,7 @@ async function startNode(): Promise<RedisServer> {
 export async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`Redis Cluster: timed out waiting until ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await sleep(100);
   }
 }
@@ -51,7 +51,8 @@ export async function onNode<T>(port: number, command: (redis: Redis) => Promise
   }
 }
 
-function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
+/** Runs `command` on a fresh connection to each server (a node, or a Sentinel), closed afterwards. */
+export function onEachNode<T>(nodes: readonly RedisServer[], command: (redis: Redis) => Promise<T>): Promise<T[]> {
   return Promise.all(nodes.map((node) => onNode(node.port, command)));
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_RAW_KEY_BYTES, callKeys, clientId, partName, splitKey, storageKey } from '../../src/core/keys.js';
+import { MAX_RAW_KEY_BYTES, aclKeyPattern, callKeys, clientId, partName, splitKey, storageKey } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
@@ -30,6 +30,14 @@ describe('keys', () => {
     assert.equal(ids.size, hostileKeys.length, 'distinct keys, distinct clients');
     for (const foreign of ['not-ours', 'ab{x}:fw', 'a b:{x}:fw', 'a:{x}:b c', 'a:{x}:FW', '{x}:fw', 'a:{x}']) {
       assert.equal(splitKey(foreign), undefined, foreign);
+    }
+  });
+
+  it('names the ACL key pattern of a key prefix, its glob characters escaped, for plain and hashed keys', () => {
+    for (const key of ['user:1', '}a', 'x'.repeat(MAX_RAW_KEY_BYTES + 1)]) {
+      assert.equal(aclKeyPattern(storageKey('sluice', key, 'fw')), '~sluice:*');
+      assert.equal(aclKeyPattern(storageKey('app:v2#x', key, 'blk')), '~app:v2#x:*');
+      assert.equal(aclKeyPattern(storageKey('a*[b]?\\c', key, 'sl1')), '~a\\*\\[b\\]\\?\\\\c:*');
     }
   });
 

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
-import { createLimiter, fixedWindow, memoryStore, redisStore, type Limiter } from '../../src/index.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
 
@@ -55,6 +55,14 @@ for (const adapter of adapters) {
       return app;
     };
     after(() => Promise.all(running.map((app) => app.close())));
+
+    it('refuses a bad option at start with InvalidOptionError, and the process goes on', async () => {
+      const { limiter } = fakeClock();
+      await assert.rejects(
+        async () => serve({ global: { limiter: limiter(1), status: 418 as 429 } }),
+        (error: unknown) => error instanceof InvalidOptionError && error.option === 'status',
+      );
+    });
 
     it('admits up to the limit, then answers 429 with exact draft-11 headers and a problem body', async () => {
       const { limiter } = fakeClock();

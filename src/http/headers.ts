@@ -18,11 +18,29 @@ export type HeaderFields = Readonly<Record<string, string>>;
 /** Whole seconds, rounded up: a client that waits this long is past the moment in question. */
 export const seconds = (ms: number): number => Math.ceil(ms / 1000);
 
+// Algorithms whose quota comes back one unit at a time, evenly spaced, not all at once.
+const STEADY_REFILL = new Set(['token-bucket', 'gcra']);
+
+/**
+ * draft-11's `t` (since draft -10): ms until this policy makes more quota available. A policy that
+ * denied: its wait, so that Retry-After (the longest such wait) is never earlier than any `t` of a
+ * denying policy. A token bucket or GCRA: the next unit, one every windowMs / limit. Any other:
+ * the full reset, exact for a fixed window, an upper bound for the rest (docs/headers.md).
+ */
+export function moreQuotaAfterMs(p: PolicyDecision): number {
+  if (!p.allowed) return p.retryAfterMs;
+  if (!STEADY_REFILL.has(p.algorithm) || p.resetAfterMs === 0) return p.resetAfterMs;
+  const unitMs = p.windowMs / p.limit;
+  const pastUnit = p.resetAfterMs % unitMs;
+  // resetAfterMs is rounded up to the ms: a remainder below 1 ms is that rounding, so a whole unit is still to come.
+  return pastUnit < 1 ? unitMs : pastUnit;
+}
+
 /** draft-11: every policy is an item named by the policy; `w` and `t` in seconds. */
 export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields {
   return {
     'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
-    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
+    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`).join(', '),
   };
 }
 

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, type Limiter } from '../../src/index.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
 
@@ -82,6 +82,25 @@ for (const adapter of adapters) {
         status: 429,
         'violated-policies': ['per-minute'],
       });
+    });
+
+    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 keeps the full reset', async () => {
+      const { clock } = fakeClock();
+      const store = memoryStore({ now: () => clock.now });
+      const policy = tokenBucket({ capacity: 10, refillPerSecond: 1, name: 'tb' });
+      const app = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-11', policy }) } });
+      const legacy = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-7', policy }), headers: 'draft-7' } });
+      const replies = [];
+      for (let i = 0; i < 12; i++) replies.push(await get(`${app.url}/`));
+      assert.deepEqual(replies[0] && rateLimitFields(replies[0].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=9;t=1' });
+      assert.deepEqual(replies[9] && rateLimitFields(replies[9].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
+      assert.deepEqual(replies[11] && rateLimitFields(replies[11].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1', 'retry-after': '1' });
+      clock.now += 500;
+      assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"tb";r=0;t=1');
+      clock.now += 500;
+      assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
+      for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
+      assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
     });
 
     it('admits a client that waits Retry-After seconds, and not one ms sooner', async () => {

@@ -12,7 +12,7 @@ export type StoreFailurePolicy = 'allow' | 'deny';
 
 /** Why a request was turned away. */
 export interface Denial {
-  /** 'limited': a policy's quota is spent. 'store-error': the store failed and `onStoreError` is 'deny'. */
+  /** 'limited': a policy's quota is spent. 'store-error': the store failed and the failure policy denied (the middleware's or the limiter's `onStoreError`). */
   readonly reason: 'limited' | 'store-error';
   readonly status: 429 | 503;
   /** The client's rate-limit key. */
@@ -65,7 +65,8 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   /**
    * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
    * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
-   * limiter), and a call that still rejects is admitted.
+   * limiter), and a call that still rejects is admitted. Either way, such a request gets no
+   * rate-limit fields, and a denial is a 503 with reason 'store-error'.
    */
   onStoreError?: StoreFailurePolicy;
   /** Receives each kind of warning once (default: console.warn). */
@@ -173,19 +174,20 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
     let failure: unknown;
     try {
       decision = await limiter.limit(clientKey, { cost: requestCost });
-      // Decided by the limiter's failure policy: the middleware's own, when set, has the last word.
-      if (decision.reason !== undefined && onStoreError !== undefined) failure = decision.error;
+      failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
       failure = error;
     }
-    if (failure !== undefined || decision === undefined) {
+    // Made without the store (the limiter's onStoreError, or none): whoever chose the answer, it
+    // says nothing true of the client's quota, so it sends no rate-limit fields.
+    if (decision === undefined || decision.reason !== undefined) {
       warnOnce('SLUICE_STORE_FAILED', ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`);
-      if (onStoreError !== 'deny') return { pass: true, headers: {} };
+      const admit = onStoreError === undefined ? (decision?.allowed ?? true) : onStoreError === 'allow';
+      if (admit) return { pass: true, headers: {} };
       const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
-    if (decision.reason !== undefined) warnOnce('SLUICE_STORE_FAILED', ` First failure: ${decision.error?.message ?? decision.reason}`);
     const headers = rateLimitHeaders(decision, mode);
     if (decision.allowed) return { pass: true, headers };
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };

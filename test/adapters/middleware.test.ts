@@ -3,7 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, tokenBucket, type Limiter } from '../../src/index.js';
+import { storeUnavailableProblem } from '../../src/http/problem.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
 
@@ -245,11 +246,25 @@ for (const adapter of adapters) {
       assert.deepEqual(await statuses(`${app.url}/`, 5), [200, 200, 200, 429, 429]);
     });
 
-    for (const onStoreError of ['allow', 'deny'] as const) {
-      it(`when Redis is down, follows onStoreError: '${onStoreError}', reporting the failure once`, async () => {
+    // The same answer whichever option chose it: the middleware's onStoreError, or the limiter's.
+    for (const [chosenBy, onStoreError] of [['middleware', 'allow'], ['middleware', 'deny'], ['limiter', 'allow'], ['limiter', 'deny']] as const) {
+      it(`when Redis is down and the ${chosenBy} says '${onStoreError}', claims nothing about the quota`, async () => {
         const warnings: SluiceWarning[] = [];
-        const limiter = createLimiter({ store: redisStore(deadRedis as Redis), policy: fixedWindow({ limit: 1, window: '1m' }) });
-        const app = await serve({ global: { limiter, onStoreError, onWarning: (warning) => warnings.push(warning) } });
+        const denials: string[] = [];
+        const limiter = createLimiter({
+          store: redisStore(deadRedis as Redis),
+          policy: fixedWindow({ limit: 1, window: '1m', name: 'per-minute' }),
+          onStoreError: chosenBy === 'limiter' ? onStoreError : undefined,
+          hooks: { storeError: () => undefined },
+        });
+        const app = await serve({
+          global: {
+            limiter,
+            onStoreError: chosenBy === 'middleware' ? onStoreError : undefined,
+            onWarning: (warning) => warnings.push(warning),
+            onDenied: (_req, denial) => void denials.push(`${denial.reason} ${denial.status} ${denial.violated.length} ${denial.error instanceof StoreError}`),
+          },
+        });
         const replies = [await get(`${app.url}/`), await get(`${app.url}/`)];
         for (const reply of replies) {
           assert.deepEqual(rateLimitFields(reply.headers), {});
@@ -257,9 +272,11 @@ for (const adapter of adapters) {
             assert.deepEqual([reply.status, reply.body], [200, 'home']);
           } else {
             assert.equal(reply.status, 503);
-            assert.equal(JSON.parse(reply.body).title, 'Service Unavailable');
+            assert.equal(reply.headers['content-type'], 'application/problem+json');
+            assert.deepEqual(JSON.parse(reply.body), storeUnavailableProblem);
           }
         }
+        assert.deepEqual(denials, onStoreError === 'allow' ? [] : ['store-error 503 0 true', 'store-error 503 0 true']);
         assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_STORE_FAILED']);
       });
     }

@@ -1,4 +1,4 @@
-import { isIP, isIPv4 } from 'node:net';
+import { isIPv4, isIPv6, SocketAddress } from 'node:net';
 import { InvalidOptionError } from '../core/errors.js';
 
 /** The proxy header that the trusted proxies append the client's address to. */
@@ -41,10 +41,13 @@ export function clientAddressConfig(options: ClientAddressOptions): ClientAddres
   return { trustedProxies, proxyHeader, ipv6Subnet };
 }
 
+const IPV4_MAPPED = '::ffff:';
+
 /**
  * An address as a proxy header or a socket may spell it, as a bare IP: brackets, ports and
- * IPv6 zones removed, IPv4-mapped IPv6 (`::ffff:203.0.113.7`) turned into IPv4. Undefined when
- * it is no IP at all (`unknown`, an obfuscated `_hidden` identifier, garbage).
+ * IPv6 zones removed, IPv6 in one spelling, IPv4-mapped IPv6 in any spelling
+ * (`::ffff:203.0.113.7`, `0:0:0:0:0:ffff:203.0.113.7`, `::ffff:cb00:7107`) turned into IPv4.
+ * Undefined when it is no IP at all (`unknown`, an obfuscated `_hidden` identifier, garbage).
  */
 export function parseAddress(raw: string): string | undefined {
   let address = raw.trim();
@@ -52,9 +55,13 @@ export function parseAddress(raw: string): string | undefined {
   if (bracketed?.[1] !== undefined) address = bracketed[1];
   else if (/^[\d.]+:\d+$/.test(address)) address = address.slice(0, address.lastIndexOf(':'));
   address = address.replace(/%.*$/, '');
-  const mapped = /^::ffff:([\d.]+)$/i.exec(address);
-  if (mapped?.[1] !== undefined && isIPv4(mapped[1])) return mapped[1];
-  return isIP(address) === 0 ? undefined : address.toLowerCase();
+  if (isIPv4(address)) return address;
+  if (!isIPv6(address)) return undefined;
+  // node:net's own parser (inet_pton, then inet_ntop) writes every spelling of an address alike,
+  // and an IPv4-mapped one as `::ffff:a.b.c.d`.
+  const canonical = new SocketAddress({ address, family: 'ipv6' }).address;
+  const mapped = canonical.slice(IPV4_MAPPED.length);
+  return canonical.startsWith(IPV4_MAPPED) && isIPv4(mapped) ? mapped : canonical;
 }
 
 /** The addresses a header lists, leftmost (farthest from this server) first. */

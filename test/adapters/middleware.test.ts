@@ -157,6 +157,17 @@ for (const adapter of adapters) {
       assert.equal((await from('2001:db8:ab:ce00::1')).status, 200);
     });
 
+    it('keys an IPv4-mapped IPv6 address, however spelled, as its IPv4 address', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1 } });
+      const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
+      assert.equal((await from('203.0.113.8')).status, 200);
+      for (const spelling of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000::FFFF:CB00:7108', '[::ffff:203.0.113.8]:4711']) {
+        assert.equal((await from(spelling)).status, 429, spelling);
+      }
+      assert.equal((await from('::1')).status, 200);
+    });
+
     it('reads the Forwarded header when told to, and only it', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, proxyHeader: 'forwarded' } });

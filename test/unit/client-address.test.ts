@@ -14,6 +14,16 @@ describe('parseAddress', () => {
     assert.equal(parseAddress('fe80::1%eth0'), 'fe80::1');
   });
 
+  it('writes IPv6 in one spelling, and IPv4-mapped IPv6 in any spelling as IPv4', () => {
+    assert.equal(parseAddress('2001:DB8:0:0:0:0:0:1'), '2001:db8::1');
+    assert.equal(parseAddress('2001:db8:0000::0001'), '2001:db8::1');
+    for (const mapped of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000:0000:0000:0000:0000:FFFF:CB00:7108', '[::ffff:cb00:7108]:80']) {
+      assert.equal(parseAddress(mapped), '203.0.113.8', mapped);
+    }
+    assert.equal(parseAddress('::1'), '::1');
+    assert.equal(parseAddress('64:ff9b::cb00:7108'), '64:ff9b::cb00:7108');
+  });
+
   it('knows no address in what is not one', () => {
     for (const raw of ['unknown', '_hidden', '', '1.2.3', '203.0.113.7, 1.1.1.1', 'example.com']) assert.equal(parseAddress(raw), undefined, raw);
   });

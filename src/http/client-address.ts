@@ -64,14 +64,43 @@ export function parseAddress(raw: string): string | undefined {
   return canonical.startsWith(IPV4_MAPPED) && isIPv4(mapped) ? mapped : canonical;
 }
 
+/**
+ * `text` split at each `separator` outside RFC 9110 quoted strings (where `\"` is a quote). Read
+ * from the right: what the trusted proxies appended is split right even when a client began the
+ * header with a quote it never closed, which read from the left would swallow their hops.
+ */
+function splitUnquoted(text: string, separator: ',' | ';'): string[] {
+  const parts: string[] = [];
+  let end = text.length;
+  let quoted = false;
+  for (let i = text.length - 1; i >= 0; i--) {
+    const char = text[i];
+    if (char === separator && !quoted) {
+      parts.unshift(text.slice(i + 1, end));
+      end = i;
+    } else if (char === '"') {
+      let backslashes = 0;
+      while (text[i - 1 - backslashes] === '\\') backslashes++;
+      if (!quoted || backslashes % 2 === 0) quoted = !quoted;
+    }
+  }
+  parts.unshift(text.slice(0, end));
+  return parts;
+}
+
+/** A Forwarded parameter's value: a token, or a quoted string unquoted. */
+function unquoted(value: string): string {
+  const quoted = /^"(.*)"$/s.exec(value);
+  return quoted?.[1] === undefined ? value : quoted[1].replace(/\\(.)/gs, '$1');
+}
+
 /** The addresses a header lists, leftmost (farthest from this server) first. */
 function headerHops(header: ProxyHeader, value: string): string[] {
-  const elements = value.split(',');
-  if (header === 'x-forwarded-for') return elements.map((element) => element.trim());
+  if (header === 'x-forwarded-for') return value.split(',').map((element) => element.trim());
   // RFC 7239: `for=192.0.2.60;proto=http, for="[2001:db8::1]:4711"`; an element without `for` names no hop.
-  return elements.map((element) => {
-    const pair = element.split(';').find((part) => /^\s*for\s*=/i.test(part));
-    return pair === undefined ? '' : pair.slice(pair.indexOf('=') + 1).trim().replace(/^"(.*)"$/, '$1');
+  return splitUnquoted(value, ',').map((element) => {
+    const pair = splitUnquoted(element, ';').find((part) => /^\s*for\s*=/i.test(part));
+    return pair === undefined ? '' : unquoted(pair.slice(pair.indexOf('=') + 1).trim());
   });
 }
 

@@ -177,6 +177,18 @@ for (const adapter of adapters) {
       assert.equal((await send({ Forwarded: 'for=192.0.2.60' })).status, 200);
     });
 
+    it('parses Forwarded per RFC 7239: commas and semicolons inside quoted strings separate nothing', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 2, proxyHeader: 'forwarded' } });
+      const send = (forwarded: string) => get(`${app.url}/`, { headers: { Forwarded: forwarded } });
+      assert.equal((await send('for=198.51.100.1;host="a,b;c", for=10.0.0.1')).status, 200);
+      assert.equal((await send('for=198.51.100.2;host="a,b", for=10.0.0.1')).status, 200);
+      assert.equal((await send('for="198.51.100.1";host="say \\"hi,\\"", for=10.0.0.2')).status, 429);
+      // A quote a client leaves open does not swallow what the trusted proxies appended after it.
+      assert.equal((await send('for=198.51.100.9, for="x, for=198.51.100.3, for=10.0.0.1')).status, 200);
+      assert.equal((await send('for=198.51.100.3, for=10.0.0.1')).status, 429);
+    });
+
     it('skips what skip() names, and limits a route by its own limiter alone', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(1, 'site') }, login: { limiter: limiter(2, 'login') }, skipPath: '/health' });

@@ -69,6 +69,12 @@ describe('clientAddress', () => {
     assert.deepEqual(clientAddress(trusting(3, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
   });
 
+  it('reads quoted Forwarded values whole, escapes and separators included', () => {
+    const forwarded = 'for=198.51.100.1;ext="a\\"b,c;d", For="[2001:db8::9]:80";by="x,y"';
+    assert.deepEqual(clientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8::9' });
+    assert.deepEqual(clientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
+  });
+
   it('knows no address when the trusted hop wrote none', () => {
     assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', '198.51.100.1, unknown'), { address: undefined });
   });

@@ -1,3 +1,4 @@
+import { bindingPolicy } from '../core/binding.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Decision, PolicyDecision } from '../core/types.js';
 
@@ -44,26 +45,9 @@ export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields
   };
 }
 
-/**
- * Drafts before 8 describe a single quota. When several policies apply, the one that constrains
- * the client most speaks: a policy that denied, else the one with the fewest requests remaining
- * (the longer reset on a tie), so a client following these headers never exceeds any policy.
- */
-export function tightest(entries: readonly PolicyDecision[]): PolicyDecision {
-  const [first, ...rest] = entries;
-  if (first === undefined) throw new RangeError('rate-limit headers need at least one policy');
-  return rest.reduce((best, entry) => (tighter(entry, best) ? entry : best), first);
-}
-
-function tighter(a: PolicyDecision, b: PolicyDecision): boolean {
-  if (a.allowed !== b.allowed) return !a.allowed;
-  if (a.remaining !== b.remaining) return a.remaining < b.remaining;
-  return a.resetAfterMs > b.resetAfterMs;
-}
-
 /** draft-7: `RateLimit: limit=100, remaining=50, reset=5` and `RateLimit-Policy: 100;w=60`. */
 export function draft7Headers(entries: readonly PolicyDecision[]): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
     RateLimit: `limit=${p.limit}, remaining=${p.remaining}, reset=${seconds(p.resetAfterMs)}`,
@@ -72,7 +56,7 @@ export function draft7Headers(entries: readonly PolicyDecision[]): HeaderFields 
 
 /** draft-6: three fields plus `RateLimit-Policy: 100;w=60`; the reset is delta seconds. */
 export function draft6Headers(entries: readonly PolicyDecision[]): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
     'RateLimit-Limit': String(p.limit),
@@ -87,7 +71,7 @@ export function draft6Headers(entries: readonly PolicyDecision[]): HeaderFields 
  * server's clock (`nowMs`), the same clock that writes the `Date` header clients compare it with.
  */
 export function legacyHeaders(entries: readonly PolicyDecision[], nowMs: number): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'X-RateLimit-Limit': String(p.limit),
     'X-RateLimit-Remaining': String(p.remaining),

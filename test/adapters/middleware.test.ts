@@ -225,6 +225,34 @@ for (const adapter of adapters) {
       }
     });
 
+    it('speaks for one binding policy in Retry-After and every header mode: the longest wait among those that denied', async () => {
+      // The issue's example: [2 per 1 s, 5 per 1 h], three calls of cost 2; the third is denied by both.
+      const expected: Record<string, Record<string, string>> = {
+        'draft-11': { 'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600', ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589', 'retry-after': '3589' },
+        'draft-7': { 'ratelimit-policy': '5;w=3600', ratelimit: 'limit=5, remaining=1, reset=3589', 'retry-after': '3589' },
+        'draft-6': { 'ratelimit-policy': '5;w=3600', 'ratelimit-limit': '5', 'ratelimit-remaining': '1', 'ratelimit-reset': '3589', 'retry-after': '3589' },
+        legacy: { 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000), 'retry-after': '3589' },
+      };
+      for (const mode of ['draft-11', 'draft-7', 'draft-6', 'legacy'] as const) {
+        const clock = { now: START };
+        const store = memoryStore({ now: () => clock.now });
+        const policy = [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })];
+        const realNow = Date.now;
+        Date.now = () => clock.now;
+        try {
+          const app = await serve({ global: { limiter: createLimiter({ store, policy }), headers: mode, cost: () => 2 } });
+          assert.equal((await get(`${app.url}/`)).status, 200);
+          clock.now += 1_000;
+          assert.equal((await get(`${app.url}/`)).status, 200);
+          const denied = await get(`${app.url}/`);
+          assert.equal(denied.status, 429);
+          assert.deepEqual(rateLimitFields(denied.headers), expected[mode], mode);
+        } finally {
+          Date.now = realNow;
+        }
+      }
+    });
+
     it('answers 503 with a custom body when asked, and tells onDenied', async () => {
       const { limiter } = fakeClock();
       const denials: string[] = [];

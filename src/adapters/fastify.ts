@@ -1,10 +1,13 @@
 import type { FastifyPluginCallback, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
 import { incomingFacts } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+
+/** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
+export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
 
 declare module 'fastify' {
   interface FastifyContextConfig {

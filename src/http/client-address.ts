@@ -121,7 +121,7 @@ export interface ClientAddress {
  * header's addresses followed by the socket's. Everything left of that hop was written by the
  * client or by proxies nobody vouches for, so it is never read.
  */
-export function clientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined): ClientAddress {
+export function findClientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined): ClientAddress {
   const socket = socketAddress === undefined ? undefined : parseAddress(socketAddress);
   if (config.trustedProxies === 0) {
     return headerValue === undefined ? { address: socket } : { address: socket, problem: 'proxy-header-ignored' };

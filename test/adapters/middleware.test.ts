@@ -168,6 +168,17 @@ for (const adapter of adapters) {
       assert.equal((await from('::1')).status, 200);
     });
 
+    it('exports clientAddress: the default key, for a key function of your own', async () => {
+      const { limiter } = fakeClock();
+      const keys: string[] = [];
+      const key = (req: unknown) => `anonymous:${adapter.clientAddress(req, { trustedProxies: 1 })}`;
+      const app = await serve({ global: { limiter: limiter(1), key, onDenied: (_req, denial) => void keys.push(denial.key) } });
+      const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
+      assert.deepEqual([await from('2001:db8:ab:cd01::1'), await from('2001:db8:ab:cdff::2'), await from('203.0.113.8'), await from('::ffff:cb00:7108')].map((r) => r.status), [200, 429, 200, 429]);
+      assert.deepEqual(keys, ['anonymous:2001:db8:ab:cd00::/56', 'anonymous:203.0.113.8']);
+      assert.throws(() => adapter.clientAddress({}, { trustedProxies: true as unknown as number }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies');
+    });
+
     it('reads the Forwarded header when told to, and only it', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, proxyHeader: 'forwarded' } });

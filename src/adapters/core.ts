@@ -2,7 +2,7 @@ import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
 import { createLimiter, type Limiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
-import { addressKey, clientAddress, clientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
+import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
 import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
 import type { Store } from '../stores/store.js';
@@ -12,7 +12,7 @@ export type StoreFailurePolicy = 'allow' | 'deny';
 
 /** Why a request was turned away. */
 export interface Denial {
-  /** 'limited': a policy's quota is spent. 'store-error': the store failed and `onStoreError` is 'deny'. */
+  /** 'limited': a policy's quota is spent. 'store-error': the store failed and the failure policy denied (the middleware's or the limiter's `onStoreError`). */
   readonly reason: 'limited' | 'store-error';
   readonly status: 429 | 503;
   /** The client's rate-limit key. */
@@ -65,7 +65,8 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   /**
    * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
    * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
-   * limiter), and a call that still rejects is admitted.
+   * limiter), and a call that still rejects is admitted. Either way, such a request gets no
+   * rate-limit fields, and a denial is a 503 with reason 'store-error'.
    */
   onStoreError?: StoreFailurePolicy;
   /** Receives each kind of warning once (default: console.warn). */
@@ -113,6 +114,22 @@ function limiterOf(o: Record<string, unknown>): Limiter {
   return createLimiter({ policy: o.policy as Policy, store: o.store as Store, prefix: o.prefix as string | undefined });
 }
 
+/** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
+function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: string; problem?: AddressProblem } {
+  const { address, problem } = findClientAddress(config, facts.remoteAddress, facts.header(config.proxyHeader));
+  return { key: address === undefined ? UNKNOWN_CLIENT : addressKey(address, config.ipv6Subnet), problem };
+}
+
+/**
+ * An adapter's `clientAddress(req, options?)`: the key the middleware gives a client by default
+ * (its address, IPv6 grouped by `ipv6Subnet`, behind `trustedProxies`), for a `key` of your own,
+ * e.g. `key: (req) => req.user?.id ?? clientAddress(req)`. Options as the middleware's; a bad one
+ * throws InvalidOptionError.
+ */
+export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts): (req: Req, options?: ClientAddressOptions) => string {
+  return (req, options = {}) => addressKeyOf(clientAddressConfig(options), factsOf(req)).key;
+}
+
 // A misuse of the limiter (a bad key or cost) is the program's bug and goes to the framework's
 // error handling; anything else thrown while deciding is the store failing.
 const isStoreFailure = (error: unknown): boolean => error instanceof StoreError || !(error instanceof SluiceError);
@@ -149,14 +166,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
   };
 
   function defaultKey(facts: RequestFacts): string {
-    const found = clientAddress(addresses, facts.remoteAddress, facts.header(addresses.proxyHeader));
-    if (found.problem === 'proxy-header-ignored') warnOnce('SLUICE_PROXY_HEADER_IGNORED');
-    if (found.problem === 'proxy-chain-short') warnOnce('SLUICE_PROXY_CHAIN_SHORT');
-    if (found.address === undefined) {
-      warnOnce('SLUICE_CLIENT_ADDRESS_UNKNOWN');
-      return UNKNOWN_CLIENT;
-    }
-    return addressKey(found.address, addresses.ipv6Subnet);
+    const { key, problem } = addressKeyOf(addresses, facts);
+    if (problem === 'proxy-header-ignored') warnOnce('SLUICE_PROXY_HEADER_IGNORED');
+    if (problem === 'proxy-chain-short') warnOnce('SLUICE_PROXY_CHAIN_SHORT');
+    if (key === UNKNOWN_CLIENT) warnOnce('SLUICE_CLIENT_ADDRESS_UNKNOWN');
+    return key;
   }
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
@@ -173,19 +187,20 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
     let failure: unknown;
     try {
       decision = await limiter.limit(clientKey, { cost: requestCost });
-      // Decided by the limiter's failure policy: the middleware's own, when set, has the last word.
-      if (decision.reason !== undefined && onStoreError !== undefined) failure = decision.error;
+      failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
       failure = error;
     }
-    if (failure !== undefined || decision === undefined) {
+    // Made without the store (the limiter's onStoreError, or none): whoever chose the answer, it
+    // says nothing true of the client's quota, so it sends no rate-limit fields.
+    if (decision === undefined || decision.reason !== undefined) {
       warnOnce('SLUICE_STORE_FAILED', ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`);
-      if (onStoreError !== 'deny') return { pass: true, headers: {} };
+      const admit = onStoreError === undefined ? (decision?.allowed ?? true) : onStoreError === 'allow';
+      if (admit) return { pass: true, headers: {} };
       const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
-    if (decision.reason !== undefined) warnOnce('SLUICE_STORE_FAILED', ` First failure: ${decision.error?.message ?? decision.reason}`);
     const headers = rateLimitHeaders(decision, mode);
     if (decision.allowed) return { pass: true, headers };
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };

@@ -2,6 +2,9 @@ import type { Request, RequestHandler } from 'express';
 import type { RateLimitOptions } from './core.js';
 import { limitIncoming } from './node.js';
 
+/** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
+export { clientAddress } from './node.js';
+
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /**

@@ -1,10 +1,13 @@
 import type { FastifyPluginCallback, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
 import { incomingFacts } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+
+/** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
+export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -27,13 +30,20 @@ function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise
  * A Fastify plugin: every route registered after it is limited by the plugin's options, unless its
  * `config.rateLimit` gives its own options (merged over the plugin's) or `false`. Without a
  * `limiter` (or `policy`) in the plugin's options, only routes with their own options are limited.
- * Options are checked when a route is registered, so a mistake fails at start.
+ * A bad plugin option rejects `register` with InvalidOptionError; a route's, its registration.
  *
  *     await app.register(rateLimit, { limiter });
  */
 export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = function sluicePlugin(fastify, options, done) {
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
-  const global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+  let global: onRequestHookHandler | undefined;
+  try {
+    global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+  } catch (error) {
+    // Fastify's loader does not catch what a plugin throws: handed to done(), it rejects register() and ready().
+    done(error as Error);
+    return;
+  }
   // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
   const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
   fastify.addHook('onRoute', (route) => {

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { InvalidOptionError } from '../core/errors.js';
-import { createRateLimit, type RateLimitOptions } from './core.js';
+import type { ClientAddressOptions } from '../http/client-address.js';
+import { clientAddressOf, createRateLimit, type RateLimitOptions, type RequestFacts } from './core.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -10,6 +11,21 @@ export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?
 export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
   /** Required unless `key` is given: only the runtime knows the client's address. */
   getConnInfo?: GetConnInfo;
+}
+
+function honoFacts(c: Context, getConnInfo: GetConnInfo | undefined): RequestFacts {
+  return {
+    header: (name) => c.req.header(name),
+    get remoteAddress() {
+      return getConnInfo?.(c).remote.address;
+    },
+  };
+}
+
+/** The middleware's default key for this request's client: `key: (c) => c.get('user')?.id ?? clientAddress(c, { getConnInfo })`. */
+export function clientAddress(c: Context, options: ClientAddressOptions & { getConnInfo: GetConnInfo }): string {
+  const { getConnInfo, ...addressOptions } = options;
+  return clientAddressOf((context: Context) => honoFacts(context, getConnInfo))(c, addressOptions);
 }
 
 /**
@@ -24,12 +40,7 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
     throw new InvalidOptionError('getConnInfo', getConnInfo, "your runtime's getConnInfo (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ...) so clients can be keyed by address, or a `key` function");
   }
   return async function sluiceRateLimit(c, next) {
-    const outcome = await decide(c, {
-      header: (name) => c.req.header(name),
-      get remoteAddress() {
-        return getConnInfo?.(c).remote.address;
-      },
-    });
+    const outcome = await decide(c, honoFacts(c, getConnInfo));
     if (!outcome.pass) return c.body(outcome.body, outcome.status, { ...outcome.headers, 'Content-Type': outcome.contentType });
     await next();
     // After the handler, so the fields land on whatever Response it produced.

@@ -1,8 +1,11 @@
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
-import { createRateLimit, type RateLimitOptions } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
 import { incomingFacts } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+/** The middleware's default key for this request's client: `key: (ctx) => ctx.state.user?.id ?? clientAddress(ctx)`. */
+export const clientAddress = clientAddressOf((ctx: ParameterizedContext) => incomingFacts(ctx.req));
 
 /**
  * Koa middleware; callbacks receive the context.

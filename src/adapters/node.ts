@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -13,6 +13,9 @@ export function incomingFacts(req: IncomingMessage): RequestFacts {
     remoteAddress: req.socket.remoteAddress,
   };
 }
+
+/** The middleware's default key for this request's client: `key: (req) => userOf(req) ?? clientAddress(req)`. */
+export const clientAddress = clientAddressOf(incomingFacts);
 
 /** Sets the headers of a passing request, or sends the whole denial. True when the request may go on. */
 export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {

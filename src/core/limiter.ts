@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { localRun, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
+import { bindingPolicy } from './binding.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
@@ -139,7 +140,7 @@ export async function waitThrough(limit: Limiter['limit'], key: string, waitOpti
   }
 }
 
-/** Each policy's numbers, and the decision: the policy that denies longest, or the one with least room. */
+/** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
 function decide(reply: Reply, policies: readonly Policy[]): Decision {
   const allowed = reply[0] === 1;
   const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
@@ -155,17 +156,14 @@ function decide(reply: Reply, policies: readonly Policy[]): Decision {
       retryAfterMs: reply[at + 3] ?? 0,
     };
   });
-  let tightest = perPolicy[0] as PolicyDecision;
-  for (const p of perPolicy) {
-    if (allowed ? p.remaining < tightest.remaining : p.retryAfterMs > tightest.retryAfterMs) tightest = p;
-  }
+  const binding = bindingPolicy(perPolicy);
   const blockedForMs = reply[2] ?? 0;
   const decision: { -readonly [K in keyof Decision]: Decision[K] } = {
     allowed,
-    limit: tightest.limit,
-    remaining: tightest.remaining,
-    resetAfterMs: tightest.resetAfterMs,
-    retryAfterMs: allowed ? 0 : tightest.retryAfterMs,
+    limit: binding.limit,
+    remaining: binding.remaining,
+    resetAfterMs: binding.resetAfterMs,
+    retryAfterMs: allowed ? 0 : binding.retryAfterMs,
     policies: perPolicy,
   };
   if (blockedForMs > 0) decision.blockedForMs = blockedForMs;

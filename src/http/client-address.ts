@@ -1,4 +1,4 @@
-import { isIP, isIPv4 } from 'node:net';
+import { isIPv4, isIPv6, SocketAddress } from 'node:net';
 import { InvalidOptionError } from '../core/errors.js';
 
 /** The proxy header that the trusted proxies append the client's address to. */
@@ -41,10 +41,13 @@ export function clientAddressConfig(options: ClientAddressOptions): ClientAddres
   return { trustedProxies, proxyHeader, ipv6Subnet };
 }
 
+const IPV4_MAPPED = '::ffff:';
+
 /**
  * An address as a proxy header or a socket may spell it, as a bare IP: brackets, ports and
- * IPv6 zones removed, IPv4-mapped IPv6 (`::ffff:203.0.113.7`) turned into IPv4. Undefined when
- * it is no IP at all (`unknown`, an obfuscated `_hidden` identifier, garbage).
+ * IPv6 zones removed, IPv6 in one spelling, IPv4-mapped IPv6 in any spelling
+ * (`::ffff:203.0.113.7`, `0:0:0:0:0:ffff:203.0.113.7`, `::ffff:cb00:7107`) turned into IPv4.
+ * Undefined when it is no IP at all (`unknown`, an obfuscated `_hidden` identifier, garbage).
  */
 export function parseAddress(raw: string): string | undefined {
   let address = raw.trim();
@@ -52,19 +55,52 @@ export function parseAddress(raw: string): string | undefined {
   if (bracketed?.[1] !== undefined) address = bracketed[1];
   else if (/^[\d.]+:\d+$/.test(address)) address = address.slice(0, address.lastIndexOf(':'));
   address = address.replace(/%.*$/, '');
-  const mapped = /^::ffff:([\d.]+)$/i.exec(address);
-  if (mapped?.[1] !== undefined && isIPv4(mapped[1])) return mapped[1];
-  return isIP(address) === 0 ? undefined : address.toLowerCase();
+  if (isIPv4(address)) return address;
+  if (!isIPv6(address)) return undefined;
+  // node:net's own parser (inet_pton, then inet_ntop) writes every spelling of an address alike,
+  // and an IPv4-mapped one as `::ffff:a.b.c.d`.
+  const canonical = new SocketAddress({ address, family: 'ipv6' }).address;
+  const mapped = canonical.slice(IPV4_MAPPED.length);
+  return canonical.startsWith(IPV4_MAPPED) && isIPv4(mapped) ? mapped : canonical;
+}
+
+/**
+ * `text` split at each `separator` outside RFC 9110 quoted strings (where `\"` is a quote). Read
+ * from the right: what the trusted proxies appended is split right even when a client began the
+ * header with a quote it never closed, which read from the left would swallow their hops.
+ */
+function splitUnquoted(text: string, separator: ',' | ';'): string[] {
+  const parts: string[] = [];
+  let end = text.length;
+  let quoted = false;
+  for (let i = text.length - 1; i >= 0; i--) {
+    const char = text[i];
+    if (char === separator && !quoted) {
+      parts.unshift(text.slice(i + 1, end));
+      end = i;
+    } else if (char === '"') {
+      let backslashes = 0;
+      while (text[i - 1 - backslashes] === '\\') backslashes++;
+      if (!quoted || backslashes % 2 === 0) quoted = !quoted;
+    }
+  }
+  parts.unshift(text.slice(0, end));
+  return parts;
+}
+
+/** A Forwarded parameter's value: a token, or a quoted string unquoted. */
+function unquoted(value: string): string {
+  const quoted = /^"(.*)"$/s.exec(value);
+  return quoted?.[1] === undefined ? value : quoted[1].replace(/\\(.)/gs, '$1');
 }
 
 /** The addresses a header lists, leftmost (farthest from this server) first. */
 function headerHops(header: ProxyHeader, value: string): string[] {
-  const elements = value.split(',');
-  if (header === 'x-forwarded-for') return elements.map((element) => element.trim());
+  if (header === 'x-forwarded-for') return value.split(',').map((element) => element.trim());
   // RFC 7239: `for=192.0.2.60;proto=http, for="[2001:db8::1]:4711"`; an element without `for` names no hop.
-  return elements.map((element) => {
-    const pair = element.split(';').find((part) => /^\s*for\s*=/i.test(part));
-    return pair === undefined ? '' : pair.slice(pair.indexOf('=') + 1).trim().replace(/^"(.*)"$/, '$1');
+  return splitUnquoted(value, ',').map((element) => {
+    const pair = splitUnquoted(element, ';').find((part) => /^\s*for\s*=/i.test(part));
+    return pair === undefined ? '' : unquoted(pair.slice(pair.indexOf('=') + 1).trim());
   });
 }
 
@@ -85,7 +121,7 @@ export interface ClientAddress {
  * header's addresses followed by the socket's. Everything left of that hop was written by the
  * client or by proxies nobody vouches for, so it is never read.
  */
-export function clientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined): ClientAddress {
+export function findClientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined): ClientAddress {
   const socket = socketAddress === undefined ? undefined : parseAddress(socketAddress);
   if (config.trustedProxies === 0) {
     return headerValue === undefined ? { address: socket } : { address: socket, problem: 'proxy-header-ignored' };

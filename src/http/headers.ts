@@ -1,3 +1,4 @@
+import { bindingPolicy } from '../core/binding.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Decision, PolicyDecision } from '../core/types.js';
 
@@ -18,34 +19,35 @@ export type HeaderFields = Readonly<Record<string, string>>;
 /** Whole seconds, rounded up: a client that waits this long is past the moment in question. */
 export const seconds = (ms: number): number => Math.ceil(ms / 1000);
 
+// Algorithms whose quota comes back one unit at a time, evenly spaced, not all at once.
+const STEADY_REFILL = new Set(['token-bucket', 'gcra']);
+
+/**
+ * draft-11's `t` (since draft -10): ms until this policy makes more quota available. A policy that
+ * denied: its wait, so that Retry-After (the longest such wait) is never earlier than any `t` of a
+ * denying policy. A token bucket or GCRA: the next unit, one every windowMs / limit. Any other:
+ * the full reset, exact for a fixed window, an upper bound for the rest (docs/headers.md).
+ */
+export function moreQuotaAfterMs(p: PolicyDecision): number {
+  if (!p.allowed) return p.retryAfterMs;
+  if (!STEADY_REFILL.has(p.algorithm) || p.resetAfterMs === 0) return p.resetAfterMs;
+  const unitMs = p.windowMs / p.limit;
+  const pastUnit = p.resetAfterMs % unitMs;
+  // resetAfterMs is rounded up to the ms: a remainder below 1 ms is that rounding, so a whole unit is still to come.
+  return pastUnit < 1 ? unitMs : pastUnit;
+}
+
 /** draft-11: every policy is an item named by the policy; `w` and `t` in seconds. */
 export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields {
   return {
     'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
-    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
+    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`).join(', '),
   };
-}
-
-/**
- * Drafts before 8 describe a single quota. When several policies apply, the one that constrains
- * the client most speaks: a policy that denied, else the one with the fewest requests remaining
- * (the longer reset on a tie), so a client following these headers never exceeds any policy.
- */
-export function tightest(entries: readonly PolicyDecision[]): PolicyDecision {
-  const [first, ...rest] = entries;
-  if (first === undefined) throw new RangeError('rate-limit headers need at least one policy');
-  return rest.reduce((best, entry) => (tighter(entry, best) ? entry : best), first);
-}
-
-function tighter(a: PolicyDecision, b: PolicyDecision): boolean {
-  if (a.allowed !== b.allowed) return !a.allowed;
-  if (a.remaining !== b.remaining) return a.remaining < b.remaining;
-  return a.resetAfterMs > b.resetAfterMs;
 }
 
 /** draft-7: `RateLimit: limit=100, remaining=50, reset=5` and `RateLimit-Policy: 100;w=60`. */
 export function draft7Headers(entries: readonly PolicyDecision[]): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
     RateLimit: `limit=${p.limit}, remaining=${p.remaining}, reset=${seconds(p.resetAfterMs)}`,
@@ -54,7 +56,7 @@ export function draft7Headers(entries: readonly PolicyDecision[]): HeaderFields 
 
 /** draft-6: three fields plus `RateLimit-Policy: 100;w=60`; the reset is delta seconds. */
 export function draft6Headers(entries: readonly PolicyDecision[]): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'RateLimit-Policy': `${p.limit};w=${seconds(p.windowMs)}`,
     'RateLimit-Limit': String(p.limit),
@@ -69,7 +71,7 @@ export function draft6Headers(entries: readonly PolicyDecision[]): HeaderFields 
  * server's clock (`nowMs`), the same clock that writes the `Date` header clients compare it with.
  */
 export function legacyHeaders(entries: readonly PolicyDecision[], nowMs: number): HeaderFields {
-  const p = tightest(entries);
+  const p = bindingPolicy(entries);
   return {
     'X-RateLimit-Limit': String(p.limit),
     'X-RateLimit-Remaining': String(p.remaining),

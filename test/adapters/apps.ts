@@ -8,12 +8,16 @@ import express4 from 'express4';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
+import type { Request } from 'express';
+import type { FastifyRequest } from 'fastify';
+import type { Context } from 'hono';
 import type { RateLimitOptions } from '../../src/adapters/core.js';
-import { rateLimit as expressRateLimit } from '../../src/adapters/express.js';
-import { rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
-import { rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
-import { rateLimit as koaRateLimit } from '../../src/adapters/koa.js';
-import { rateLimit as nodeRateLimit } from '../../src/adapters/node.js';
+import { clientAddress as expressClientAddress, rateLimit as expressRateLimit } from '../../src/adapters/express.js';
+import { clientAddress as fastifyClientAddress, rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
+import { clientAddress as honoClientAddress, rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
+import { clientAddress as koaClientAddress, rateLimit as koaRateLimit } from '../../src/adapters/koa.js';
+import { clientAddress as nodeClientAddress, rateLimit as nodeRateLimit } from '../../src/adapters/node.js';
+import type { ClientAddressOptions } from '../../src/http/client-address.js';
 
 /**
  * The app every adapter serves in the behavioural suite:
@@ -35,6 +39,8 @@ export interface RunningApp {
 export interface Adapter {
   readonly name: string;
   serve(spec: AppSpec): Promise<RunningApp>;
+  /** The adapter's exported clientAddress, on what its callbacks receive. */
+  clientAddress(req: unknown, options?: ClientAddressOptions): string;
 }
 
 function listen(listener: RequestListener): Promise<RunningApp> {
@@ -59,6 +65,7 @@ function globalOptions<Req>(spec: AppSpec, path: (req: Req) => string): RateLimi
 function expressAdapter(name: string, express: typeof express5): Adapter {
   return {
     name,
+    clientAddress: (req, options) => expressClientAddress(req as Request, options),
     serve(spec) {
       const app = express();
       if (spec.login) app.get('/login', expressRateLimit(spec.login), (_req, res) => void res.send('login'));
@@ -72,6 +79,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
 
 const nodeAdapter: Adapter = {
   name: 'node:http',
+  clientAddress: (req, options) => nodeClientAddress(req as IncomingMessage, options),
   serve(spec) {
     const global = nodeRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname));
     const login = spec.login ? nodeRateLimit(spec.login) : undefined;
@@ -88,6 +96,7 @@ const nodeAdapter: Adapter = {
 
 const fastifyAdapter: Adapter = {
   name: 'fastify',
+  clientAddress: (req, options) => fastifyClientAddress(req as FastifyRequest, options),
   async serve(spec) {
     const app = Fastify();
     await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
@@ -101,6 +110,7 @@ const fastifyAdapter: Adapter = {
 
 const honoAdapter: Adapter = {
   name: 'hono',
+  clientAddress: (c, options) => honoClientAddress(c as Context, { getConnInfo, ...options }),
   serve(spec) {
     const app = new Hono();
     if (spec.login) app.get('/login', honoRateLimit({ getConnInfo, ...spec.login }), (c) => c.text('login'));
@@ -114,6 +124,7 @@ const honoAdapter: Adapter = {
 
 const koaAdapter: Adapter = {
   name: 'koa',
+  clientAddress: (ctx, options) => koaClientAddress(ctx as Koa.Context, options),
   serve(spec) {
     const app = new Koa();
     if (spec.login) {

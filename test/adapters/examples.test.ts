@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
+import { startRedisServer } from '../../src/cli/redis-server.js';
 import { useRedis } from '../support/redis.js';
 import { get } from './apps.js';
 
@@ -10,10 +11,10 @@ const root = new URL('../../', import.meta.url);
 const harness = useRedis();
 
 /** Runs an example as a user would (on the source, through tsx), until it prints where it listens. */
-async function runExample(file: string): Promise<{ url: string; stop(): Promise<void> }> {
+async function runExample(file: string, redisUrl = harness.server.url): Promise<{ url: string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: root,
-    env: { ...process.env, PORT: '0', REDIS_URL: harness.server.url },
+    env: { ...process.env, PORT: '0', REDIS_URL: redisUrl },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let output = '';
@@ -53,6 +54,25 @@ describe('examples', () => {
         assert.equal(replies[5]?.headers['retry-after'] !== undefined, true);
       } finally {
         await example.stop();
+      }
+    });
+
+    it(`examples/${name}.ts fails fast while Redis is down: each request answered well within the limiter's 1 s timeout`, async () => {
+      const server = await startRedisServer();
+      const example = await runExample(`examples/${name}.ts`, server.url);
+      try {
+        assert.equal((await get(`${example.url}/`)).status, 200);
+        await server.stop();
+        for (let n = 0; n < 4; n++) {
+          const start = performance.now();
+          const reply = await get(`${example.url}/`);
+          // Failing open, as the limiter does by default; with an offline queue this took the whole timeout.
+          assert.equal(reply.status, 200);
+          assert.ok(performance.now() - start < 300, `request ${n} took ${Math.round(performance.now() - start)} ms`);
+        }
+      } finally {
+        await example.stop();
+        await server.stop();
       }
     });
   });

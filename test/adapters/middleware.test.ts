@@ -3,7 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
-import { createLimiter, fixedWindow, memoryStore, redisStore, type Limiter } from '../../src/index.js';
+import { storeUnavailableProblem } from '../../src/http/problem.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
 
@@ -56,6 +57,14 @@ for (const adapter of adapters) {
     };
     after(() => Promise.all(running.map((app) => app.close())));
 
+    it('refuses a bad option at start with InvalidOptionError, and the process goes on', async () => {
+      const { limiter } = fakeClock();
+      await assert.rejects(
+        async () => serve({ global: { limiter: limiter(1), status: 418 as 429 } }),
+        (error: unknown) => error instanceof InvalidOptionError && error.option === 'status',
+      );
+    });
+
     it('admits up to the limit, then answers 429 with exact draft-11 headers and a problem body', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(2, 'per-minute') } });
@@ -74,6 +83,25 @@ for (const adapter of adapters) {
         status: 429,
         'violated-policies': ['per-minute'],
       });
+    });
+
+    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 keeps the full reset', async () => {
+      const { clock } = fakeClock();
+      const store = memoryStore({ now: () => clock.now });
+      const policy = tokenBucket({ capacity: 10, refillPerSecond: 1, name: 'tb' });
+      const app = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-11', policy }) } });
+      const legacy = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-7', policy }), headers: 'draft-7' } });
+      const replies = [];
+      for (let i = 0; i < 12; i++) replies.push(await get(`${app.url}/`));
+      assert.deepEqual(replies[0] && rateLimitFields(replies[0].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=9;t=1' });
+      assert.deepEqual(replies[9] && rateLimitFields(replies[9].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
+      assert.deepEqual(replies[11] && rateLimitFields(replies[11].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1', 'retry-after': '1' });
+      clock.now += 500;
+      assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"tb";r=0;t=1');
+      clock.now += 500;
+      assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
+      for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
+      assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
     });
 
     it('admits a client that waits Retry-After seconds, and not one ms sooner', async () => {
@@ -129,6 +157,28 @@ for (const adapter of adapters) {
       assert.equal((await from('2001:db8:ab:ce00::1')).status, 200);
     });
 
+    it('keys an IPv4-mapped IPv6 address, however spelled, as its IPv4 address', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1 } });
+      const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
+      assert.equal((await from('203.0.113.8')).status, 200);
+      for (const spelling of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000::FFFF:CB00:7108', '[::ffff:203.0.113.8]:4711']) {
+        assert.equal((await from(spelling)).status, 429, spelling);
+      }
+      assert.equal((await from('::1')).status, 200);
+    });
+
+    it('exports clientAddress: the default key, for a key function of your own', async () => {
+      const { limiter } = fakeClock();
+      const keys: string[] = [];
+      const key = (req: unknown) => `anonymous:${adapter.clientAddress(req, { trustedProxies: 1 })}`;
+      const app = await serve({ global: { limiter: limiter(1), key, onDenied: (_req, denial) => void keys.push(denial.key) } });
+      const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
+      assert.deepEqual([await from('2001:db8:ab:cd01::1'), await from('2001:db8:ab:cdff::2'), await from('203.0.113.8'), await from('::ffff:cb00:7108')].map((r) => r.status), [200, 429, 200, 429]);
+      assert.deepEqual(keys, ['anonymous:2001:db8:ab:cd00::/56', 'anonymous:203.0.113.8']);
+      assert.throws(() => adapter.clientAddress({}, { trustedProxies: true as unknown as number }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies');
+    });
+
     it('reads the Forwarded header when told to, and only it', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, proxyHeader: 'forwarded' } });
@@ -136,6 +186,18 @@ for (const adapter of adapters) {
       assert.equal((await send({ Forwarded: 'for="[2001:db8:cafe::17]:4711";proto=https' })).status, 200);
       assert.equal((await send({ Forwarded: 'for=198.51.100.1, for="[2001:db8:cafe:1::9]"', 'X-Forwarded-For': '203.0.113.1' })).status, 429);
       assert.equal((await send({ Forwarded: 'for=192.0.2.60' })).status, 200);
+    });
+
+    it('parses Forwarded per RFC 7239: commas and semicolons inside quoted strings separate nothing', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 2, proxyHeader: 'forwarded' } });
+      const send = (forwarded: string) => get(`${app.url}/`, { headers: { Forwarded: forwarded } });
+      assert.equal((await send('for=198.51.100.1;host="a,b;c", for=10.0.0.1')).status, 200);
+      assert.equal((await send('for=198.51.100.2;host="a,b", for=10.0.0.1')).status, 200);
+      assert.equal((await send('for="198.51.100.1";host="say \\"hi,\\"", for=10.0.0.2')).status, 429);
+      // A quote a client leaves open does not swallow what the trusted proxies appended after it.
+      assert.equal((await send('for=198.51.100.9, for="x, for=198.51.100.3, for=10.0.0.1')).status, 200);
+      assert.equal((await send('for=198.51.100.3, for=10.0.0.1')).status, 429);
     });
 
     it('skips what skip() names, and limits a route by its own limiter alone', async () => {
@@ -168,6 +230,34 @@ for (const adapter of adapters) {
           const app = await serve({ global: { limiter: limiter(1), headers: mode } });
           await get(`${app.url}/`);
           assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), expected[String(mode)], String(mode));
+        } finally {
+          Date.now = realNow;
+        }
+      }
+    });
+
+    it('speaks for one binding policy in Retry-After and every header mode: the longest wait among those that denied', async () => {
+      // The issue's example: [2 per 1 s, 5 per 1 h], three calls of cost 2; the third is denied by both.
+      const expected: Record<string, Record<string, string>> = {
+        'draft-11': { 'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600', ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589', 'retry-after': '3589' },
+        'draft-7': { 'ratelimit-policy': '5;w=3600', ratelimit: 'limit=5, remaining=1, reset=3589', 'retry-after': '3589' },
+        'draft-6': { 'ratelimit-policy': '5;w=3600', 'ratelimit-limit': '5', 'ratelimit-remaining': '1', 'ratelimit-reset': '3589', 'retry-after': '3589' },
+        legacy: { 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000), 'retry-after': '3589' },
+      };
+      for (const mode of ['draft-11', 'draft-7', 'draft-6', 'legacy'] as const) {
+        const clock = { now: START };
+        const store = memoryStore({ now: () => clock.now });
+        const policy = [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })];
+        const realNow = Date.now;
+        Date.now = () => clock.now;
+        try {
+          const app = await serve({ global: { limiter: createLimiter({ store, policy }), headers: mode, cost: () => 2 } });
+          assert.equal((await get(`${app.url}/`)).status, 200);
+          clock.now += 1_000;
+          assert.equal((await get(`${app.url}/`)).status, 200);
+          const denied = await get(`${app.url}/`);
+          assert.equal(denied.status, 429);
+          assert.deepEqual(rateLimitFields(denied.headers), expected[mode], mode);
         } finally {
           Date.now = realNow;
         }
@@ -218,11 +308,25 @@ for (const adapter of adapters) {
       assert.deepEqual(await statuses(`${app.url}/`, 5), [200, 200, 200, 429, 429]);
     });
 
-    for (const onStoreError of ['allow', 'deny'] as const) {
-      it(`when Redis is down, follows onStoreError: '${onStoreError}', reporting the failure once`, async () => {
+    // The same answer whichever option chose it: the middleware's onStoreError, or the limiter's.
+    for (const [chosenBy, onStoreError] of [['middleware', 'allow'], ['middleware', 'deny'], ['limiter', 'allow'], ['limiter', 'deny']] as const) {
+      it(`when Redis is down and the ${chosenBy} says '${onStoreError}', claims nothing about the quota`, async () => {
         const warnings: SluiceWarning[] = [];
-        const limiter = createLimiter({ store: redisStore(deadRedis as Redis), policy: fixedWindow({ limit: 1, window: '1m' }) });
-        const app = await serve({ global: { limiter, onStoreError, onWarning: (warning) => warnings.push(warning) } });
+        const denials: string[] = [];
+        const limiter = createLimiter({
+          store: redisStore(deadRedis as Redis),
+          policy: fixedWindow({ limit: 1, window: '1m', name: 'per-minute' }),
+          onStoreError: chosenBy === 'limiter' ? onStoreError : undefined,
+          hooks: { storeError: () => undefined },
+        });
+        const app = await serve({
+          global: {
+            limiter,
+            onStoreError: chosenBy === 'middleware' ? onStoreError : undefined,
+            onWarning: (warning) => warnings.push(warning),
+            onDenied: (_req, denial) => void denials.push(`${denial.reason} ${denial.status} ${denial.violated.length} ${denial.error instanceof StoreError}`),
+          },
+        });
         const replies = [await get(`${app.url}/`), await get(`${app.url}/`)];
         for (const reply of replies) {
           assert.deepEqual(rateLimitFields(reply.headers), {});
@@ -230,9 +334,11 @@ for (const adapter of adapters) {
             assert.deepEqual([reply.status, reply.body], [200, 'home']);
           } else {
             assert.equal(reply.status, 503);
-            assert.equal(JSON.parse(reply.body).title, 'Service Unavailable');
+            assert.equal(reply.headers['content-type'], 'application/problem+json');
+            assert.deepEqual(JSON.parse(reply.body), storeUnavailableProblem);
           }
         }
+        assert.deepEqual(denials, onStoreError === 'allow' ? [] : ['store-error 503 0 true', 'store-error 503 0 true']);
         assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_STORE_FAILED']);
       });
     }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidOptionError } from '../../src/index.js';
-import { addressKey, clientAddress, clientAddressConfig, parseAddress } from '../../src/http/client-address.js';
+import { addressKey, clientAddressConfig, findClientAddress, parseAddress } from '../../src/http/client-address.js';
 
 describe('parseAddress', () => {
   it('turns every spelling of an address into a bare IP', () => {
@@ -12,6 +12,16 @@ describe('parseAddress', () => {
     assert.equal(parseAddress('[2001:DB8::1]:4711'), '2001:db8::1');
     assert.equal(parseAddress('[2001:db8::1]'), '2001:db8::1');
     assert.equal(parseAddress('fe80::1%eth0'), 'fe80::1');
+  });
+
+  it('writes IPv6 in one spelling, and IPv4-mapped IPv6 in any spelling as IPv4', () => {
+    assert.equal(parseAddress('2001:DB8:0:0:0:0:0:1'), '2001:db8::1');
+    assert.equal(parseAddress('2001:db8:0000::0001'), '2001:db8::1');
+    for (const mapped of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000:0000:0000:0000:0000:FFFF:CB00:7108', '[::ffff:cb00:7108]:80']) {
+      assert.equal(parseAddress(mapped), '203.0.113.8', mapped);
+    }
+    assert.equal(parseAddress('::1'), '::1');
+    assert.equal(parseAddress('64:ff9b::cb00:7108'), '64:ff9b::cb00:7108');
   });
 
   it('knows no address in what is not one', () => {
@@ -35,32 +45,38 @@ describe('addressKey', () => {
   });
 });
 
-describe('clientAddress', () => {
+describe('findClientAddress', () => {
   const trusting = (trustedProxies: number, proxyHeader: 'x-forwarded-for' | 'forwarded' = 'x-forwarded-for') => clientAddressConfig({ trustedProxies, proxyHeader });
 
   it('uses the socket alone when no proxy is trusted, and flags a proxy header', () => {
-    assert.deepEqual(clientAddress(trusting(0), '::ffff:127.0.0.1', undefined), { address: '127.0.0.1' });
-    assert.deepEqual(clientAddress(trusting(0), '127.0.0.1', '198.51.100.1'), { address: '127.0.0.1', problem: 'proxy-header-ignored' });
+    assert.deepEqual(findClientAddress(trusting(0), '::ffff:127.0.0.1', undefined), { address: '127.0.0.1' });
+    assert.deepEqual(findClientAddress(trusting(0), '127.0.0.1', '198.51.100.1'), { address: '127.0.0.1', problem: 'proxy-header-ignored' });
   });
 
   it('takes the address as many hops from the right as there are trusted proxies', () => {
     const chain = '198.51.100.1, 203.0.113.9, 192.0.2.1';
-    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', chain), { address: '192.0.2.1' });
-    assert.deepEqual(clientAddress(trusting(2), '10.0.0.2', chain), { address: '203.0.113.9' });
-    assert.deepEqual(clientAddress(trusting(3), '10.0.0.2', chain), { address: '198.51.100.1' });
-    assert.deepEqual(clientAddress(trusting(4), '10.0.0.2', chain), { address: '198.51.100.1', problem: 'proxy-chain-short' });
-    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', undefined), { address: '10.0.0.2', problem: 'proxy-chain-short' });
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', chain), { address: '192.0.2.1' });
+    assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', chain), { address: '203.0.113.9' });
+    assert.deepEqual(findClientAddress(trusting(3), '10.0.0.2', chain), { address: '198.51.100.1' });
+    assert.deepEqual(findClientAddress(trusting(4), '10.0.0.2', chain), { address: '198.51.100.1', problem: 'proxy-chain-short' });
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', undefined), { address: '10.0.0.2', problem: 'proxy-chain-short' });
   });
 
   it('reads the for= of each Forwarded element', () => {
     const forwarded = 'for=198.51.100.1;proto=http, by=10.0.0.1, for="[2001:db8:cafe::17]:4711"';
-    assert.deepEqual(clientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8:cafe::17' });
-    assert.deepEqual(clientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: undefined });
-    assert.deepEqual(clientAddress(trusting(3, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
+    assert.deepEqual(findClientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8:cafe::17' });
+    assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(3, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
+  });
+
+  it('reads quoted Forwarded values whole, escapes and separators included', () => {
+    const forwarded = 'for=198.51.100.1;ext="a\\"b,c;d", For="[2001:db8::9]:80";by="x,y"';
+    assert.deepEqual(findClientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8::9' });
+    assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
   });
 
   it('knows no address when the trusted hop wrote none', () => {
-    assert.deepEqual(clientAddress(trusting(1), '10.0.0.2', '198.51.100.1, unknown'), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', '198.51.100.1, unknown'), { address: undefined });
   });
 });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { draft6Headers, draft7Headers, legacyHeaders, validHeaderMode } from '../../src/http/headers.js';
+import { draft6Headers, draft7Headers, legacyHeaders, moreQuotaAfterMs, validHeaderMode } from '../../src/http/headers.js';
 import { InvalidOptionError, rateLimitHeaders, rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
 
 /** A policy's part of a decision; `retryAfterMs` > 0 means it denied. */
@@ -37,6 +37,31 @@ describe('rateLimitResponse', () => {
   it('sends no Retry-After in shadow mode, where the request passes', () => {
     const shadowed: Decision = { ...decision(part('burst', 100, 60_000, 0, 5_000, 5_000)), allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: true };
     assert.equal(rateLimitResponse(shadowed).headers['Retry-After'], undefined);
+  });
+});
+
+describe("draft-11's t: the wait for more quota", () => {
+  const of = (algorithm: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision => ({
+    ...part('p', limit, windowMs, remaining, resetAfterMs, retryAfterMs),
+    algorithm,
+  });
+
+  it('is the wait of a policy that denied', () => {
+    assert.equal(moreQuotaAfterMs(of('token-bucket', 10, 10_000, 0, 10_000, 1_000)), 1_000);
+    assert.equal(moreQuotaAfterMs(of('sliding-log', 10, 60_000, 0, 59_000, 12_000)), 12_000);
+  });
+
+  it('is the next unit of a token bucket or GCRA, one every windowMs / limit', () => {
+    assert.equal(moreQuotaAfterMs(of('token-bucket', 10, 10_000, 8, 1_500)), 500);
+    assert.equal(moreQuotaAfterMs(of('token-bucket', 10, 10_000, 0, 10_000)), 1_000);
+    // 3 per 10 s, two units ahead: 6,666.67 ms, rounded up to 6,667 by the decision. The next unit is 3,333.33 ms away.
+    assert.equal(moreQuotaAfterMs(of('gcra', 3, 10_000, 1, 6_667)), 10_000 / 3);
+    assert.equal(moreQuotaAfterMs(of('gcra', 3, 10_000, 3, 0)), 0);
+  });
+
+  it('is the full reset of any other algorithm', () => {
+    assert.equal(moreQuotaAfterMs(of('fixed-window', 10, 60_000, 4, 42_000)), 42_000);
+    assert.equal(moreQuotaAfterMs(of('sliding-log', 10, 60_000, 4, 59_000)), 59_000);
   });
 });
 

@@ -80,9 +80,14 @@ end
 function ALG.cc.release(key, cost, now, p, id)
   local released = false
   for i = 0, cost - 1 do
-    -- A key of another type holds no lease: its error reply is not 1.
-    local removed = redis.pcall('ZREM', key, digits(id + i)) if refused(removed) then error(removed) end
-    if removed == 1 then released = true end
+    -- Only a lease still running is held: one that expired (not pruned yet) is not released, nor is
+    -- one in a key of another type (its error reply is no time).
+    local member = digits(id + i)
+    local expires = redis.pcall('ZSCORE', key, member) if refused(expires) then error(expires) end
+    if tonumber(expires) and expires + 0 > now then
+      redis.call('ZREM', key, member)
+      released = true
+    end
   end
   -- A release only frees slots, so a TTL the key has still covers its leases.
   if released and redis.call('PTTL', key) == -1 then cc_expire(key, now) end
@@ -147,7 +152,7 @@ const algorithm = defineAlgorithm<Leases>({
   refund: () => unchanged,
   release(now, entry, cost, _p, id) {
     if (!entry) return unchanged;
-    const held = [...entry.value].filter(([member]) => member < id || member >= id + cost);
+    const held = [...entry.value].filter(([member, expires]) => member < id || member >= id + cost || expires <= now);
     if (held.length === entry.value.size) return unchanged;
     return { write: held.length > 0 ? { value: new Map(held), ttlMs: entry.ttlMs } : null, done: true };
   },

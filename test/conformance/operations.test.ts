@@ -232,6 +232,17 @@ for (const storeCase of harness.cases) {
         assert.equal(await crashed.extend(), false, 'an expired lease cannot be extended');
       });
 
+      it('does not release a lease that expired, even before it is pruned', async () => {
+        const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 2, leaseMs: 300 }) });
+        const expired = await limiter.acquire('k');
+        await sleep(150);
+        // A later lease keeps the key, and the expired one in it, until it ends.
+        const running = await limiter.acquire('k');
+        await sleep(expired.resetAfterMs - 150 + 5);
+        assert.equal(await expired.release(), false);
+        assert.equal(await running.release(), true);
+      });
+
       if (storeCase.inRedis) {
         it('a release gives a key that lost its TTL (PERSIST) its TTL back', async () => {
           const redis = storeCase.redis!;

@@ -83,7 +83,7 @@ function ALG.cc.release(key, cost, now, p, id)
     -- Only a lease still running is held: one that expired (not pruned yet) is not released, nor is
     -- one in a key of another type (its error reply is no time).
     local member = digits(id + i)
-    local expires = redis.pcall('ZSCORE', key, member) if refused(expires) then error(expires) end
+    local expires = redis.pcall('ZSCORE', key, member) if type(expires) == 'table' and refused(expires) then error(expires) end
     if tonumber(expires) and expires + 0 > now then
       redis.call('ZREM', key, member)
       released = true
@@ -97,7 +97,7 @@ function ALG.cc.extend(key, cost, now, p, id, ms)
   local held = false
   for i = 0, cost - 1 do
     local member = digits(id + i)
-    local expires = redis.pcall('ZSCORE', key, member) if refused(expires) then error(expires) end
+    local expires = redis.pcall('ZSCORE', key, member) if type(expires) == 'table' and refused(expires) then error(expires) end
     expires = tonumber(expires)
     if expires and expires > now then
       redis.call('ZADD', key, 'XX', digits(now + ms), member)

@@ -41,7 +41,7 @@ local function fw_current(key, now, window)
     local off = pttl - (window - now % window)
     if off > window / 2 or -off > window / 2 then return pttl, nil end
   end
-  local count = redis.pcall('GET', key) if refused(count) then error(count) end
+  local count = redis.pcall('GET', key) if type(count) == 'table' and refused(count) then error(count) end
   return pttl, whole(count)
 end
 function ALG.fw.decide(key, cost, now, p, peek, state)

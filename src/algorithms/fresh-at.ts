@@ -32,7 +32,7 @@ ALG.${id} = {}
 local function ${id}_ahead(key, now, p)
   local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
-  local value = redis.pcall('GET', key) if refused(value) then error(value) end
+  local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
   local rem = whole(value)
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end

@@ -39,7 +39,7 @@ ALG.sw = {}
 -- hash (HSET), and a key of another type, which HSET refuses, is deleted unless peeking.
 local function sw_counters(key, now, window, peek)
   local start = now - now % window
-  local s = redis.pcall('HMGET', key, 's', 'p', 'c') if refused(s) then error(s) end
+  local s = redis.pcall('HMGET', key, 's', 'p', 'c') if type(s) == 'table' and refused(s) then error(s) end
   local stored = tonumber(s[1])
   if stored == start then
     local previous, current = whole(s[2]), whole(s[3])

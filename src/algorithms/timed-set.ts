@@ -14,9 +14,9 @@ export function timedSetLua(id: string): string {
 local function ${id}_live(key, cutoff, latest, peek)
   local count
   if peek then
-    count = redis.pcall('ZCOUNT', key, '(' .. cutoff, '+inf') if refused(count) then error(count) end
+    count = redis.pcall('ZCOUNT', key, '(' .. cutoff, '+inf') if type(count) == 'table' and refused(count) then error(count) end
   else
-    count = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', cutoff) if refused(count) then error(count) end
+    count = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', cutoff) if type(count) == 'table' and refused(count) then error(count) end
     -- Pruned: every member left is past the cutoff.
     if type(count) == 'number' then count = redis.call('ZCARD', key) end
   end

@@ -92,7 +92,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
   -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
   -- block that lost its TTL still ends on time. Junk (not a time sluice wrote, a key of another
   -- type, an end further off than a block lasts) reads as -1: no block, deleted as an ended one.
-  local blockedUntil = redis.pcall('GET', KEYS[1]) if refused(blockedUntil) then error(blockedUntil) end
+  local blockedUntil = redis.pcall('GET', KEYS[1]) if type(blockedUntil) == 'table' and refused(blockedUntil) then error(blockedUntil) end
   blockedUntil = blockedUntil and (whole(blockedUntil) or -1) or 0
   if blockedUntil > now and blockedUntil <= now + ${MAX_DURATION_MS} then
     local blocked = blockedUntil - now
@@ -132,7 +132,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
     if all then
       redis.call('DEL', KEYS[2])
     else
-      local strikes = redis.pcall('INCR', KEYS[2]) if refused(strikes) then error(strikes) end
+      local strikes = redis.pcall('INCR', KEYS[2]) if type(strikes) == 'table' and refused(strikes) then error(strikes) end
       -- Junk (what INCR refuses: text, a fraction, a key of another type; or a count below 1)
       -- counts again from 1.
       if type(strikes) ~= 'number' or strikes < 1 then
@@ -182,7 +182,7 @@ return out
 // a local is not.
 const HELPERS = `
 local ALG = {}
-local floor, ceil, format = math.floor, math.ceil, string.format
+local floor, ceil, format, type = math.floor, math.ceil, string.format, type
 -- An integer as redis.call's argument: given a number, Redis 7.0 formats it with %.17g, which
 -- costs more than '%d' (see algorithm.ts). Only whole numbers below 2^53 reach it ('%d' would cut
 -- a fraction off): sluice's arithmetic on ARGV, TIME and state read through whole().
@@ -202,7 +202,7 @@ end
 -- error names that line, as redis.call's would; errors the value causes (a key of another type,
 -- INCR on a value that is not a count) are junk, which the caller reads as empty state.
 local function refused(reply)
-  local err = type(reply) == 'table' and reply.err
+  local err = reply.err
   return err and not (err:find('^WRONGTYPE') or err:find('^ERR value is not') or err:find('^ERR increment or decrement'))
 end
 `;

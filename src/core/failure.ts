@@ -50,6 +50,11 @@ export interface FailureOptions {
 export const DEFAULT_TIMEOUT_MS = 1_000;
 // A denial must say when to come back; the store cannot tell, so: soon, but not in a tight loop.
 export const DENY_RETRY_AFTER_MS = 1_000;
+// Node runs timers by a clock of whole ms, so one may fire up to 1 ms before performance.now()
+// reaches its time. A call due that soon is answered then: waiting for the sliver would cost
+// another turn of the event loop, tens of ms under load. So a store call may count only until
+// this long before its deadline (see attempt), never after the guard may have answered it.
+const TIMER_SLACK_MS = 1;
 
 function isLimiter(value: unknown): value is Limiter {
   return typeof value === 'object' && value !== null && typeof (value as Limiter).limit === 'function' && typeof (value as Limiter).peek === 'function';
@@ -134,7 +139,7 @@ class Deadlines {
     for (; this.head < this.queue.length; this.head++) {
       const pending = this.queue[this.head] as Pending;
       if (pending.done) continue;
-      if (pending.due > now) break;
+      if (pending.due > now + TIMER_SLACK_MS) break;
       pending.done = true;
       this.waiting--;
       expired.push(pending);
@@ -221,7 +226,7 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
     });
     let answer: Promise<T>;
     try {
-      answer = call(timeoutMs);
+      answer = call(timeoutMs - TIMER_SLACK_MS);
     } catch (error) {
       answer = Promise.reject(error);
     }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -14,6 +15,29 @@ const root = resolve(import.meta.dirname, '../..');
 const subpaths = ['express', 'fastify', 'hono', 'koa', 'node'];
 // Building takes half a minute on a busy machine: more than the suite's default per test.
 const PACK_TIMEOUT_MS = 600_000;
+
+// A TypeScript user's entry file: strict, so a subpath whose types do not resolve fails (TS7016).
+// skipLibCheck, as most projects set it: the frameworks' own declarations are not ours to check.
+const typedEntry = `import { createLimiter, fixedWindow, memoryStore, type Decision } from 'sluice';
+${subpaths.map((s) => `import { rateLimit as ${s} } from 'sluice/${s}';`).join('\n')}
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
+export const decision: Promise<Decision> = limiter.limit('k');
+export type Middleware = [${subpaths.map((s) => `typeof ${s}`).join(', ')}];
+// @ts-expect-error a cost is a number
+limiter.limit('k', { cost: '2' });
+`;
+// Each resolution a TypeScript project may use, with the entry files it compiles (.ts is CommonJS
+// under node16 here: the project's package.json has no "type").
+const resolutions = {
+  node10: { args: ['--module', 'commonjs', '--moduleResolution', 'node10'], files: ['entry.ts'] },
+  node16: { args: ['--module', 'node16', '--moduleResolution', 'node16'], files: ['entry.ts', 'entry.mts'] },
+  bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
+};
+// Checkers of the packed tarball, run when their devDependency is installed.
+const linters = {
+  '@arethetypeswrong/cli': ['attw', []],
+  publint: ['publint', ['--strict']],
+} as const;
 
 let work = '';
 let tarball = '';
@@ -57,6 +81,26 @@ describe('a fresh clone, packed and installed into an empty project', () => {
     assert.equal((await run(process.execPath, ['--input-type=module', '-e', esm], { cwd: project })).stdout.trim(), expected);
     assert.equal((await run(process.execPath, ['--input-type=commonjs', '-e', cjs], { cwd: project })).stdout.trim(), expected);
   });
+
+  it('resolves the types of every entry point under node10, node16 and bundler', async () => {
+    await writeFile(join(project, 'entry.ts'), typedEntry);
+    await writeFile(join(project, 'entry.mts'), typedEntry);
+    // The frameworks' types, which the adapters' declarations import, as the user's project has them.
+    for (const dependency of ['@types', 'fastify', 'hono']) await symlink(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency));
+    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    for (const [resolution, { args, files }] of Object.entries(resolutions)) {
+      const checked = run(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...args, ...files], { cwd: project });
+      const { stdout } = await checked.catch((error: { stdout: string }) => error);
+      assert.equal(stdout, '', resolution);
+    }
+  });
+
+  for (const [name, [bin, args]] of Object.entries(linters)) {
+    const path = join(root, 'node_modules', '.bin', bin);
+    it(`passes ${name}`, { skip: existsSync(path) ? false : `the devDependency ${name} is not installed` }, async () => {
+      await run(path, [...args, tarball], { cwd: work });
+    });
+  }
 
   it('installs the sluice command', async () => {
     const { stdout } = await run(join(project, 'node_modules', '.bin', 'sluice'), ['--help'], { cwd: project });

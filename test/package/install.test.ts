@@ -102,6 +102,12 @@ describe('a fresh clone, packed and installed into an empty project', () => {
     });
   }
 
+  it('ships no source maps, whose sources are not shipped, and one build of the command', async () => {
+    const files = (await run('tar', ['-tzf', tarball])).stdout.trim().split('\n');
+    assert.deepEqual(files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')), []);
+    assert.ok(files.includes('package/dist/esm/cli/main.js'));
+  });
+
   it('installs the sluice command', async () => {
     const { stdout } = await run(join(project, 'node_modules', '.bin', 'sluice'), ['--help'], { cwd: project });
     assert.match(stdout, /^Usage: sluice <command>/);

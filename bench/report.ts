@@ -183,8 +183,8 @@ fresh clone, which \`prepare\` builds); \`unpackedSize\` and \`entryCount\` of i
 | package | unpacked | files |
 | --- | ---: | ---: |
 | sluice 0.1.0, before (with source maps, whose sources were not shipped) | 1,158,871 B | 427 |
-| sluice 0.1.0 | 691,341 B | 197 |
-| sluice 0.1.0, its docs/ alone (the pages its errors link to) | 148,570 B | 16 |
+| sluice 0.1.0 | 692,087 B | 197 |
+| sluice 0.1.0, its docs/ alone (the pages its errors link to) | 149,316 B | 16 |
 | rate-limiter-flexible 11.4.0 | 461,253 B | 87 |
 | @upstash/ratelimit 2.2.0 (not counting its dependency @upstash/core-analytics) | 444,979 B | 9 |
 | express-rate-limit 8.7.5 | 157,607 B | 9 |

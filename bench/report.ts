@@ -175,6 +175,21 @@ reached Redis without \`deniedCache\` (in ${whole(f.commandsWithout)} EVALSHA co
 (allowed, limit, remaining). With the cache, only the calls sent before the first denial came back reach Redis,
 so the count with the cache grows with the calls in flight, not with the flood.
 
+## Package size
+
+What \`npm install\` unpacks, measured on 2026-12-01 by \`npm pack --dry-run --json <package>\` (sluice: in a
+fresh clone, which \`prepare\` builds); \`unpackedSize\` and \`entryCount\` of its output. Not measured by \`npm run bench\`.
+
+| package | unpacked | files |
+| --- | ---: | ---: |
+| sluice 0.1.0, before (with source maps, whose sources were not shipped) | 1,158,871 B | 427 |
+| sluice 0.1.0 | 692,087 B | 197 |
+| sluice 0.1.0, its docs/ alone (the pages its errors link to) | 149,316 B | 16 |
+| rate-limiter-flexible 11.4.0 | 461,253 B | 87 |
+| @upstash/ratelimit 2.2.0 (not counting its dependency @upstash/core-analytics) | 444,979 B | 9 |
+| express-rate-limit 8.7.5 | 157,607 B | 9 |
+| rate-limit-redis 6.0.1 | 43,747 B | 10 |
+
 ## Reproduce
 
 \`\`\`

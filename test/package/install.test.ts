@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+
+// What a user installs: a fresh clone of this commit (so no dist/, as from git or a CI checkout),
+// packed by `npm pack` (which builds it through `prepare`), installed into an empty project
+// without the network. Uncommitted changes are not in it.
+const run = promisify(execFile);
+const root = resolve(import.meta.dirname, '../..');
+const subpaths = ['express', 'fastify', 'hono', 'koa', 'node'];
+// Building takes half a minute on a busy machine: more than the suite's default per test.
+const PACK_TIMEOUT_MS = 600_000;
+
+// A TypeScript user's entry file: strict, so a subpath whose types do not resolve fails (TS7016).
+// skipLibCheck, as most projects set it: the frameworks' own declarations are not ours to check.
+const typedEntry = `import { createLimiter, fixedWindow, memoryStore, type Decision } from 'sluice';
+${subpaths.map((s) => `import { rateLimit as ${s} } from 'sluice/${s}';`).join('\n')}
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
+export const decision: Promise<Decision> = limiter.limit('k');
+export type Middleware = [${subpaths.map((s) => `typeof ${s}`).join(', ')}];
+// @ts-expect-error a cost is a number
+limiter.limit('k', { cost: '2' });
+`;
+// Each resolution a TypeScript project may use, with the entry files it compiles (.ts is CommonJS
+// under node16 here: the project's package.json has no "type").
+const resolutions = {
+  node10: { args: ['--module', 'commonjs', '--moduleResolution', 'node10'], files: ['entry.ts'] },
+  node16: { args: ['--module', 'node16', '--moduleResolution', 'node16'], files: ['entry.ts', 'entry.mts'] },
+  bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
+};
+// Checkers of the packed tarball, run when their devDependency is installed.
+const linters = {
+  '@arethetypeswrong/cli': ['attw', []],
+  publint: ['publint', ['--strict']],
+} as const;
+
+let work = '';
+let tarball = '';
+let project = '';
+
+describe('a fresh clone, packed and installed into an empty project', () => {
+  before(
+    async () => {
+      work = await mkdtemp(join(tmpdir(), 'sluice-install-'));
+      const clone = join(work, 'clone');
+      const head = (await run('git', ['rev-parse', 'HEAD'], { cwd: root })).stdout.trim();
+      await run('git', ['clone', '--quiet', '--no-checkout', root, clone]);
+      await run('git', ['checkout', '--quiet', head], { cwd: clone });
+      // The build's tools, which a clone would get from `npm ci`.
+      await symlink(join(root, 'node_modules'), join(clone, 'node_modules'));
+      await run('npm', ['pack', '--silent', '--pack-destination', work], { cwd: clone });
+      const packed = (await readdir(work)).filter((name) => name.endsWith('.tgz'));
+      assert.equal(packed.length, 1);
+      tarball = join(work, packed[0] as string);
+      project = join(work, 'project');
+      await mkdir(project);
+      await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+      await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', tarball], { cwd: project });
+    },
+    { timeout: PACK_TIMEOUT_MS },
+  );
+
+  after(async () => {
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it('imports every entry point from ESM and CommonJS, and decides', async () => {
+    const names = ['sluice', ...subpaths.map((s) => `sluice/${s}`)];
+    const esm = `const kinds = [];
+      for (const name of ${JSON.stringify(names)}) { const m = await import(name); kinds.push(typeof (m.createLimiter ?? m.rateLimit)); }
+      const { createLimiter, memoryStore, fixedWindow } = await import('sluice');
+      const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
+      console.log(kinds.join(' '), (await limiter.limit('k')).allowed, (await limiter.limit('k')).allowed);`;
+    const cjs = esm.replaceAll('await import(', 'require(').replace(/^/, '(async () => {').concat('})()');
+    const expected = `${names.map(() => 'function').join(' ')} true false`;
+    assert.equal((await run(process.execPath, ['--input-type=module', '-e', esm], { cwd: project })).stdout.trim(), expected);
+    assert.equal((await run(process.execPath, ['--input-type=commonjs', '-e', cjs], { cwd: project })).stdout.trim(), expected);
+  });
+
+  it('resolves the types of every entry point under node10, node16 and bundler', async () => {
+    await writeFile(join(project, 'entry.ts'), typedEntry);
+    await writeFile(join(project, 'entry.mts'), typedEntry);
+    // The frameworks' types, which the adapters' declarations import, as the user's project has them.
+    for (const dependency of ['@types', 'fastify', 'hono']) await symlink(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency));
+    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    for (const [resolution, { args, files }] of Object.entries(resolutions)) {
+      const checked = run(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...args, ...files], { cwd: project });
+      const { stdout } = await checked.catch((error: { stdout: string }) => error);
+      assert.equal(stdout, '', resolution);
+    }
+  });
+
+  for (const [name, [bin, args]] of Object.entries(linters)) {
+    const path = join(root, 'node_modules', '.bin', bin);
+    it(`passes ${name}`, { skip: existsSync(path) ? false : `the devDependency ${name} is not installed` }, async () => {
+      await run(path, [...args, tarball], { cwd: work });
+    });
+  }
+
+  it('ships no source maps, whose sources are not shipped, and one build of the command', async () => {
+    const files = (await run('tar', ['-tzf', tarball])).stdout.trim().split('\n');
+    assert.deepEqual(files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')), []);
+    assert.ok(files.includes('package/dist/esm/cli/main.js'));
+  });
+
+  it('installs the sluice command', async () => {
+    const { stdout } = await run(join(project, 'node_modules', '.bin', 'sluice'), ['--help'], { cwd: project });
+    assert.match(stdout, /^Usage: sluice <command>/);
+  });
+});

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -96,9 +95,8 @@ describe('a fresh clone, packed and installed into an empty project', () => {
   });
 
   for (const [name, [bin, args]] of Object.entries(linters)) {
-    const path = join(root, 'node_modules', '.bin', bin);
-    it(`passes ${name}`, { skip: existsSync(path) ? false : `the devDependency ${name} is not installed` }, async () => {
-      await run(path, [...args, tarball], { cwd: work });
+    it(`passes ${name}`, async () => {
+      await run(join(root, 'node_modules', '.bin', bin), [...args, tarball], { cwd: work });
     });
   }
 

@@ -52,6 +52,8 @@ export interface Algorithm<V = unknown> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */
   readonly id: string;
   readonly lua: string;
+  /** Its Lua for a server without PEXPIRETIME (Redis 6.2), where `lua` calls it. */
+  readonly luaWithoutPexpiretime?: string;
   decide(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], peek: boolean): Step<V>;
   refund(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[]): { write: Write<V>; done: boolean };
   release?(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], id: number): { write: Write<V>; done: boolean };

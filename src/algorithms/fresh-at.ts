@@ -24,16 +24,58 @@ import { defineAlgorithm, unchanged, type Algorithm } from './algorithm.js';
  * remainder on a key without an expiry (nothing of it is sluice's), a key of another type, or an
  * expiry further ahead than any policy's schedule reaches (2^53 units: gcra() and tokenBucket()
  * keep two bursts below it).
+ *
+ * A server without PEXPIRETIME (Redis 6.2) reads the expiry as now + PTTL, which is off by the ms
+ * that Redis's expiry clock and TIME disagree by. There the value also holds the expiry's last nine
+ * digits: (10^9 + expiry mod 10^9) * perMs + the remainder, read back as the expiry within half a
+ * cycle (about six days) of now + PTTL, so that it is exact again. It is not a remainder for a server
+ * with PEXPIRETIME, which reads it as the expiry alone (after an upgrade: never too much); a value
+ * that is not in this form is read as on such a server, from now + PTTL.
  */
-function lua(id: string): string {
+/**
+ * How the Lua finds the key's expiry (`at`: ms, -1 for none; a missing or expired key returns 0),
+ * its value and its remainder (`rem`, not one when >= perMs), and what it writes as the value.
+ */
+interface ExpiryForm {
+  readonly read: string;
+  readonly value: string;
+}
+
+const READ_VALUE = `  local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
+  local rem = whole(value)`;
+
+const WITH_PEXPIRETIME: ExpiryForm = {
+  read: `  local at = redis.call('PEXPIRETIME', key)
+  if at ~= -1 and at <= now then return 0 end
+${READ_VALUE}`,
+  value: 'reset * perMs - ahead',
+};
+
+const CYCLE_MS = 1e9;
+
+const WITHOUT_PEXPIRETIME: ExpiryForm = {
+  read: `  local at = redis.call('PTTL', key)
+  if at == -2 then return 0 end
+${READ_VALUE}
+  if at ~= -1 then at = now + at end
+  if rem and rem >= ${CYCLE_MS} * p[3] and rem < ${2 * CYCLE_MS} * p[3] then
+    local cycled = floor(rem / p[3])
+    rem = rem - cycled * p[3]
+    if at ~= -1 then
+      local off = (cycled - at) % ${CYCLE_MS}
+      at = at + (off < ${CYCLE_MS / 2} and off or off - ${CYCLE_MS})
+    end
+  end
+  if at ~= -1 and at <= now then return 0 end`,
+  value: `(${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead`,
+};
+
+function lua(id: string, expiry: ExpiryForm): string {
   return `
 ALG.${id} = {}
 -- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
 local function ${id}_ahead(key, now, p)
-  local at = redis.call('PEXPIRETIME', key)
-  if at ~= -1 and at <= now then return 0 end
-  local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
-  local rem = whole(value)
+${expiry.read}
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end
     rem = 0
@@ -46,7 +88,7 @@ local function ${id}_ahead(key, now, p)
 end
 local function ${id}_write(key, now, ahead, perMs)
   local reset = ceil(ahead / perMs)
-  redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+  redis.call('SET', key, digits(${expiry.value}), 'PXAT', digits(now + reset))
   return reset
 end
 function ALG.${id}.decide(key, cost, now, p, peek, state)
@@ -90,7 +132,8 @@ function write(ahead: number, perMs: number) {
 export function freshAtAlgorithm(id: string): Algorithm {
   return defineAlgorithm<number>({
     id,
-    lua: lua(id),
+    lua: lua(id, WITH_PEXPIRETIME),
+    luaWithoutPexpiretime: lua(id, WITHOUT_PEXPIRETIME),
     decide(now, entry, cost, [step = 1, size = 0, perMs = 1]) {
       const most = step * size;
       const ahead = entry ? entry.ttlMs * perMs - entry.value : 0;

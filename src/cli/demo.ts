@@ -87,10 +87,16 @@ async function classicBug(redis: Redis, key: string, print: (line: string) => vo
   const allowed: boolean[] = [];
   for (let i = 0; i < 8; i++) allowed.push(await naiveLimit(redis, key, 5));
   print(`naive after crash: ttl = ${await redis.ttl(key)} | allowed: ${allowed.join(' ')}`);
-  const first = await redis.call('EXPIRE', key, '60', 'NX');
-  const again = await redis.call('EXPIRE', key, '60', 'NX');
-  print(`EXPIRE NX on a key without TTL -> ${String(first)} , again -> ${String(again)}`);
-  await redis.del(key);
+  try {
+    const first = await redis.call('EXPIRE', key, '60', 'NX');
+    const again = await redis.call('EXPIRE', key, '60', 'NX');
+    print(`EXPIRE NX on a key without TTL -> ${String(first)} , again -> ${String(again)}`);
+  } catch (error) {
+    // Redis 6.2 has no EXPIRE NX (new in 7.0): it answers "wrong number of arguments".
+    print(`EXPIRE NX on a key without TTL -> refused: EXPIRE NX needs Redis 7.0 or later (${(error as Error).message})`);
+  } finally {
+    await redis.del(key);
+  }
 }
 
 async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (line: string) => void): Promise<EdgeTimeline[]> {

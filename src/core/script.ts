@@ -331,11 +331,18 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const name = unique.map((a) => a.id).join('+');
   let script = scripts.get(name);
   if (!script) {
-    const setup = `${HELPERS.trim()}\n${unique.map((a) => a.lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
-    const body = BODY;
-    const lua = `-- sluice: ${name}\n${setup}${body}`;
-    script = { name, lua, setup, body, sha: createHash('sha1').update(lua).digest('hex'), twin: driverTwin(unique) };
+    const twin = driverTwin(unique);
+    const withoutPexpiretime = unique.some((a) => a.luaWithoutPexpiretime !== undefined)
+      ? build(`${name} without PEXPIRETIME`, unique.map((a) => a.luaWithoutPexpiretime ?? a.lua), twin)
+      : undefined;
+    script = { ...build(name, unique.map((a) => a.lua), twin), withoutPexpiretime };
     scripts.set(name, script);
   }
   return script;
+}
+
+function build(name: string, algorithmsLua: readonly string[], twin: Script['twin']): Script {
+  const setup = `${HELPERS.trim()}\n${algorithmsLua.map((lua) => lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
+  const lua = `-- sluice: ${name}\n${setup}${BODY}`;
+  return { name, lua, setup, body: BODY, sha: createHash('sha1').update(lua).digest('hex'), twin };
 }

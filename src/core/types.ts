@@ -81,6 +81,11 @@ export interface Script {
   readonly body: string;
   /** SHA1 of `lua`, for EVALSHA. */
   readonly sha: string;
+  /**
+   * The same step for a server without PEXPIRETIME (before Redis 7.0), which `lua` calls;
+   * undefined when `lua` runs on any Redis from 6.2.
+   */
+  readonly withoutPexpiretime?: Script;
   twin(now: number, entries: readonly (Entry<unknown> | undefined)[], args: readonly Arg[]): {
     reply: Reply;
     writes: readonly Write<unknown>[];

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { InvalidOptionError, StoreError, StorePermissionError, StoreTimeoutError, toStoreError } from '../core/errors.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../core/script.js';
@@ -105,6 +106,24 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
+// Asks whether the server has PEXPIRETIME (Redis 7.0 and later, Valkey), on the key a call is
+// about to use, so that a cluster asks the node that runs the call.
+const PEXPIRETIME_PROBE_LUA = "return redis.call('PEXPIRETIME', KEYS[1])";
+const PEXPIRETIME_PROBE = { lua: PEXPIRETIME_PROBE_LUA, sha: createHash('sha1').update(PEXPIRETIME_PROBE_LUA).digest('hex') };
+
+// How a script's call of a command the server does not know fails: "Unknown Redis command called
+// from Lua script" (Redis 6.2), "... from script" (7.0 and later), "Unknown command ..." (Valkey 8).
+const UNKNOWN_COMMAND = /Unknown (?:Redis )?command called from (?:Lua )?script/;
+
+/** The form of a script that a server with or without PEXPIRETIME runs. */
+function formOn(script: Script, hasPexpiretime: boolean): Script {
+  return hasPexpiretime ? script : (script.withoutPexpiretime ?? script);
+}
+
+function isUnknownCommand(error: unknown): boolean {
+  return error instanceof Error && UNKNOWN_COMMAND.test(error.message);
+}
+
 // How Redis words an ACL refusal: NOPERM at the top level, and inside a script "ERR The user
 // executing the script can't ..." (7.0) or "ERR ACL failure in script: ..." (7.2 and later).
 const ACL_REFUSAL = /^(?:NOPERM |ERR ACL failure in script: |ERR The user executing the script can't )/;
@@ -187,6 +206,9 @@ export function redisStore(client: RedisClient): Store {
   let evictionChecked = false;
   const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
   let queued = new Map<Script, Map<number, Pending[]>>();
+  // Whether the server has PEXPIRETIME: asked once, by the first call of a script that calls it
+  // (again by the next one if asking failed).
+  let pexpiretime: boolean | Promise<boolean> | undefined;
 
   async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[], via: Evaluator = redis) {
     try {
@@ -202,6 +224,23 @@ export function redisStore(client: RedisClient): Store {
     let earliest = Infinity;
     for (const request of requests) if (request.deadline < earliest) earliest = request.deadline;
     return String(earliest === Infinity ? 0 : (clock.serverTime(earliest) ?? 0));
+  }
+
+  function askPexpiretime(key: string): Promise<boolean> {
+    const asked = evaluate(PEXPIRETIME_PROBE, [key], []).then(
+      () => (pexpiretime = true),
+      (error: unknown) => {
+        if (isUnknownCommand(error)) return (pexpiretime = false);
+        pexpiretime = undefined;
+        throw failure(error, [key], PEXPIRETIME_PROBE.lua);
+      },
+    );
+    pexpiretime = asked;
+    return asked;
+  }
+
+  function decide(script: Script, keys: readonly string[], args: readonly Arg[], deadline: number): Promise<Reply> {
+    return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));
   }
 
   /** A failed call's error, typed; a late call's refusal also tells the server's time. */
@@ -260,7 +299,9 @@ export function redisStore(client: RedisClient): Store {
         if (redis.memoryInfo) checkEviction(redis.memoryInfo);
       }
       const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
-      return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));
+      if (typeof pexpiretime === 'boolean' || script.withoutPexpiretime === undefined) return decide(formOn(script, pexpiretime !== false), keys, args, deadline);
+      const asked = pexpiretime ?? askPexpiretime(keys[0] ?? '');
+      return asked.then((has) => decide(formOn(script, has), keys, args, deadline));
     },
   };
 }

@@ -29,9 +29,10 @@ export interface Harness {
  * Starts a private redis-server for this test file (stopped after it) and opens, on it, one
  * client of each kind sluice supports. With `cluster`, also a private Redis Cluster (3 masters,
  * 3 replicas) and a cluster client of each kind. The cases are known when tests are declared;
- * their stores and clients are ready once `before` has run.
+ * their stores and clients are ready once `before` has run. `serverArgs` go to the standalone
+ * server (e.g. WITHOUT_PEXPIRETIME), whose cases are then named `server` (default 'redis').
  */
-export function useRedis(options: { cluster?: boolean } = {}): Harness {
+export function useRedis(options: { cluster?: boolean; serverArgs?: readonly string[]; server?: string } = {}): Harness {
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
   let nodeRedis: ReturnType<typeof createClient> | undefined;
@@ -44,7 +45,7 @@ export function useRedis(options: { cluster?: boolean } = {}): Harness {
     return value;
   };
   before(async () => {
-    server = await startRedisServer();
+    server = await startRedisServer(options.serverArgs);
     redis = new Redis(server.url);
     nodeRedis = createClient({ url: server.url });
     await nodeRedis.connect();
@@ -87,8 +88,8 @@ export function useRedis(options: { cluster?: boolean } = {}): Harness {
     },
     cases: [
       { name: 'memory', inRedis: false, store: () => memoryStore(), redis: undefined, clockOffsetMs: 0 },
-      redisCase('redis (ioredis)', () => redisStore(ready(redis))),
-      redisCase('redis (node-redis)', () => redisStore(ready(nodeRedis))),
+      redisCase(`${options.server ?? 'redis'} (ioredis)`, () => redisStore(ready(redis))),
+      redisCase(`${options.server ?? 'redis'} (node-redis)`, () => redisStore(ready(nodeRedis))),
       ...(options.cluster
         ? [
             redisCase('redis cluster (ioredis)', () => redisStore(ready(ioCluster)), () => ioCluster),
@@ -98,6 +99,9 @@ export function useRedis(options: { cluster?: boolean } = {}): Harness {
     ],
   };
 }
+
+/** A server as Redis 6.2 is to tokenBucket and gcra: without PEXPIRETIME (new in Redis 7.0). */
+export const WITHOUT_PEXPIRETIME = ['--rename-command', 'PEXPIRETIME', ''];
 
 /** A prefix no other test uses. */
 export function uniquePrefix(): string {

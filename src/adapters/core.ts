@@ -1,7 +1,7 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
 import { createLimiter, type Limiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
-import { optionsObject } from '../core/validate.js';
+import { optionsObject, type PeerNames } from '../core/validate.js';
 import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
 import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
@@ -99,6 +99,48 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
 };
 
+const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'headers', 'status', 'onDenied', 'body', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+
+const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
+const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-7", "draft-6", "legacy" or false';
+const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
+const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
+const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
+
+/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter and koa-ratelimit would write, and sluice's option for it. */
+const PEER_NAMES: PeerNames = {
+  keyGenerator: 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)',
+  id: 'use "key": (req) => the client\'s key',
+  max: POLICY_INSTEAD,
+  limit: POLICY_INSTEAD,
+  windowMs: POLICY_INSTEAD,
+  timeWindow: POLICY_INSTEAD,
+  duration: POLICY_INSTEAD,
+  points: POLICY_INSTEAD,
+  standardHeaders: HEADERS_INSTEAD,
+  legacyHeaders: HEADERS_INSTEAD,
+  addHeaders: HEADERS_INSTEAD,
+  addHeadersOnExceeding: HEADERS_INSTEAD,
+  enableDraftSpec: HEADERS_INSTEAD,
+  disableHeader: HEADERS_INSTEAD,
+  message: BODY_INSTEAD,
+  errorMessage: BODY_INSTEAD,
+  errorResponseBuilder: BODY_INSTEAD,
+  handler: 'use "body": (req, denial) => what to send, and "onDenied": (req, denial) => a side effect on each denial',
+  statusCode: 'use "status"',
+  allowList: SKIP_INSTEAD,
+  allowlist: SKIP_INSTEAD,
+  whitelist: SKIP_INSTEAD,
+  skipOnError: ALLOW_INSTEAD,
+  passOnStoreError: ALLOW_INSTEAD,
+  redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
+  keyPrefix: 'use "prefix"',
+  nameSpace: 'use "prefix"',
+  identifier: 'name the policy: fixedWindow({ ..., name })',
+  ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
+  validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
+};
+
 function optionalFunction(options: Record<string, unknown>, name: string): void {
   if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, options[name], 'a function');
 }
@@ -142,10 +184,11 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 
 /**
  * The framework-neutral middleware: validates the options once, then decides each request from
- * the framework's request object and its facts. Adapters only translate the outcome.
+ * the framework's request object and its facts. Adapters only translate the outcome; an adapter
+ * with options of its own names them in `adapterOptions`, so they are not refused as unknown.
  */
-export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req, facts: RequestFacts) => Promise<Outcome> {
-  const o = optionsObject('rateLimit', options);
+export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOptions: readonly string[] = []): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+  const o = optionsObject('rateLimit', options, [...OPTIONS, ...adapterOptions], PEER_NAMES);
   const limiter = limiterOf(o);
   for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
   const mode = validHeaderMode(o.headers);

@@ -16,6 +16,9 @@ declare module 'fastify' {
   }
 }
 
+// Fastify passes its own register options on to the plugin with ours.
+const REGISTER_OPTIONS = ['logLevel', 'logSerializers'];
+
 function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise<Outcome>): onRequestHookHandler {
   return async function sluiceRateLimit(request, reply) {
     const outcome = await decide(request, incomingFacts(request.raw));
@@ -38,7 +41,7 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
   let global: onRequestHookHandler | undefined;
   try {
-    global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+    global = hasGlobalLimit ? onRequest(createRateLimit(options, REGISTER_OPTIONS)) : undefined;
   } catch (error) {
     // Fastify's loader does not catch what a plugin throws: handed to done(), it rejects register() and ready().
     done(error as Error);
@@ -49,7 +52,7 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
     const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
-    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own })) : global;
+    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own }, REGISTER_OPTIONS)) : global;
     if (hook === undefined) return;
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     route.onRequest = [hook, ...existing];

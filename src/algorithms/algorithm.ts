@@ -1,4 +1,5 @@
 import type { Entry, Policy, Write } from '../core/types.js';
+import type { PeerNames } from '../core/validate.js';
 
 /**
  * What one policy says of one request before anything is written. The composite script asks every
@@ -69,3 +70,14 @@ export const unchanged = { write: undefined, done: false } as const;
 export function definePolicy(fields: Omit<Policy, 'kind' | 'params'>, kind: Algorithm, params: readonly number[]): Policy {
   return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as Policy;
 }
+
+const WINDOW = 'ms, or a string such as "1m"';
+
+/** The peers' names (express-rate-limit, rate-limiter-flexible, @fastify/rate-limit) for a window policy's options. */
+export const WINDOW_PEER_NAMES: PeerNames = {
+  max: 'use "limit"',
+  points: 'use "limit"',
+  windowMs: `use "window" (${WINDOW})`,
+  timeWindow: `use "window" (${WINDOW})`,
+  duration: `use "window" (${WINDOW}; rate-limiter-flexible's duration is in seconds, sluice's numbers in ms)`,
+};

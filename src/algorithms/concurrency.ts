@@ -172,7 +172,10 @@ const algorithm = defineAlgorithm<Leases>({
 
 /** At most `limit` requests in progress per key; take a slot with `acquire()`, give it back with `release()`. */
 export function concurrency(options: ConcurrencyOptions): Policy {
-  const o = optionsObject('concurrency', options);
+  const o = optionsObject('concurrency', options, ['limit', 'leaseMs', 'name'], {
+    max: 'use "limit"',
+    timeout: 'use "leaseMs": how long a slot is held unless released',
+  });
   const limit = positiveInteger('limit', o.limit);
   const leaseMs = parseDuration('leaseMs', o.leaseMs);
   return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, 'concurrency'), limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);

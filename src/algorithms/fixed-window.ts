@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES } from './algorithm.js';
 
 export interface FixedWindowOptions {
   /** Requests admitted per window. */
@@ -119,7 +119,7 @@ const algorithm = defineAlgorithm<number>({
 
 /** A counter per window. Cheap and exact within a window; up to 2x the limit across a window's edge. */
 export function fixedWindow(options: FixedWindowOptions): Policy {
-  const o = optionsObject('fixedWindow', options);
+  const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
   return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, 'fixed-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);

@@ -31,7 +31,13 @@ const algorithm = freshAtAlgorithm('gcra');
  * Exact; the key's expiry holds the state, its value a remainder below 1,000.
  */
 export function gcra(options: GcraOptions): Policy {
-  const o = optionsObject('gcra', options);
+  const o = optionsObject('gcra', options, ['limit', 'period', 'burst', 'name'], {
+    max: 'use "limit"',
+    points: 'use "limit"',
+    window: 'use "period"',
+    windowMs: 'use "period"',
+    duration: 'use "period" (ms, or a string such as "1m")',
+  });
   const limit = positiveInteger('limit', o.limit);
   const periodMs = parseDuration('period', o.period);
   const burst = o.burst === undefined ? limit : positiveInteger('burst', o.burst);

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES } from './algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface SlidingLogOptions {
@@ -146,7 +146,7 @@ const algorithm = defineAlgorithm<Log>({
 
 /** One entry per admitted request: exact over any window; memory grows with the limit. */
 export function slidingLog(options: SlidingLogOptions): Policy {
-  const o = optionsObject('slidingLog', options);
+  const o = optionsObject('slidingLog', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
   return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, 'sliding-log'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);

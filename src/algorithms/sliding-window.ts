@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES } from './algorithm.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */
@@ -156,7 +156,7 @@ const algorithm = defineAlgorithm<Counters>({
  * docs/algorithms.md for its measured error against the exact sliding log).
  */
 export function slidingWindow(options: SlidingWindowOptions): Policy {
-  const o = optionsObject('slidingWindow', options);
+  const o = optionsObject('slidingWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
   const limit = positiveInteger('limit', o.limit);
   // The weighted count is kept in request-ms, up to three times limit * window (previous, current

@@ -30,7 +30,12 @@ const algorithm = freshAtAlgorithm('tb');
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
 export function tokenBucket(options: TokenBucketOptions): Policy {
-  const o = optionsObject('tokenBucket', options);
+  const o = optionsObject('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'], {
+    limit: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    max: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    points: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    tokensPerInterval: 'use "refillPerSecond"',
+  });
   const capacity = positiveInteger('capacity', o.capacity);
   const refillPerSecond = positiveFinite('refillPerSecond', o.refillPerSecond);
   const windowMs = Math.ceil((capacity * 1000) / refillPerSecond);

@@ -1,4 +1,5 @@
 import type { Entry, Policy, Write } from '../core/types.js';
+import { formatDuration } from '../core/duration.js';
 import type { PeerNames } from '../core/validate.js';
 
 /**
@@ -81,3 +82,12 @@ export const WINDOW_PEER_NAMES: PeerNames = {
   timeWindow: `use "window" (${WINDOW})`,
   duration: `use "window" (${WINDOW}; rate-limiter-flexible's duration is in seconds, sluice's numbers in ms)`,
 };
+
+/**
+ * A rate as an unnamed policy's default name, `<count>-per-<duration>` ('5-per-1s', '100-per-15m'):
+ * it tells a client reading the headers what the policy allows, and tells apart the policies of a
+ * limiter that differ in it. Always a valid name (see policyName).
+ */
+export function rateName(count: number, ms: number): string {
+  return `${count}-per-${formatDuration(ms)}`;
+}

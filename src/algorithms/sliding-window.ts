@@ -2,14 +2,14 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */
   limit: number;
   /** The window: ms or a duration string ('1s', '1m'). */
   window: Duration;
-  /** The policy's name in RateLimit headers (default 'sliding-window'). */
+  /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
 }
 
@@ -165,5 +165,5 @@ export function slidingWindow(options: SlidingWindowOptions): Policy {
   if (limit > mostExact) {
     throw new InvalidOptionError('limit', limit, `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`);
   }
-  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, 'sliding-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

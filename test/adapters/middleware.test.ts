@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
 
@@ -102,6 +102,16 @@ for (const adapter of adapters) {
       assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
       for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
       assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
+    });
+
+    it('names unnamed policies by what they allow, in the headers and the problem body', async () => {
+      const clock = { now: START };
+      const policy = [slidingLog({ limit: 1, window: '1s' }), slidingLog({ limit: 5, window: '1m' })];
+      const app = await serve({ global: { limiter: createLimiter({ store: memoryStore({ now: () => clock.now }), policy }) } });
+      assert.equal((await get(`${app.url}/`)).status, 200);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual(rateLimitFields(denied.headers), { 'ratelimit-policy': '"1-per-1s";q=1;w=1, "5-per-1m";q=5;w=60', ratelimit: '"1-per-1s";r=0;t=1, "5-per-1m";r=4;t=60', 'retry-after': '1' });
+      assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['1-per-1s']);
     });
 
     it('admits a client that waits Retry-After seconds, and not one ms sooner', async () => {

@@ -72,6 +72,27 @@ describe('policy options', () => {
   });
 });
 
+describe('default policy names', () => {
+  it('say what an unnamed policy allows, so two unnamed policies of one algorithm differ', async () => {
+    const { gcra, slidingWindow, concurrency } = await import('../../src/index.js');
+    const names = [
+      fixedWindow({ limit: 5, window: '1s' }),
+      fixedWindow({ limit: 100, window: '15m' }),
+      slidingLog({ limit: 5, window: '1m' }),
+      slidingLog({ limit: 5, window: 90_000 }),
+      slidingWindow({ limit: 1000, window: '1d' }),
+      slidingWindow({ limit: 3, window: 1500 }),
+      tokenBucket({ capacity: 10, refillPerSecond: 2 }),
+      tokenBucket({ capacity: 10, refillPerSecond: 0.5 }),
+      gcra({ limit: 5, period: '1s' }),
+      gcra({ limit: 5, period: '1h', burst: 10 }),
+      concurrency({ limit: 4, leaseMs: '30s' }),
+      fixedWindow({ limit: 5, window: '1s', name: 'login' }),
+    ].map((policy) => policy.name);
+    assert.deepEqual(names, ['5-per-1s', '100-per-15m', '5-per-1m', '5-per-90s', '1000-per-1d', '3-per-1500ms', '10-burst-2-per-1s', '10-burst-0.5-per-1s', '5-per-1s', '10-burst-5-per-1h', '4-concurrent', 'login']);
+  });
+});
+
 describe('createLimiter and stores', () => {
   const policy = fixedWindow({ limit: 5, window: '1s' });
   it('demands a store and a policy, and a valid prefix', () => {

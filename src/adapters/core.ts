@@ -54,6 +54,10 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   cost?: (req: Req) => MaybePromise<number>;
   /** Return true to let a request through uncounted and without headers. */
   skip?: (req: Req) => MaybePromise<boolean>;
+  /** Give back (limiter.refund) what an admitted request cost once its response succeeded (status below 400). */
+  skipSuccessfulRequests?: boolean;
+  /** Give back what an admitted request cost once its response failed (status 400 or above, or cut off before it ended). */
+  skipFailedRequests?: boolean;
   /** Which rate-limit header fields to send (default 'draft-11'); Retry-After is always sent on a denial. */
   headers?: HeaderMode;
   /** The status of a denial: 429 (default) or 503 for load shedding. */
@@ -81,9 +85,16 @@ export interface RequestFacts {
   readonly remoteAddress: string | undefined;
 }
 
-/** The response an adapter must produce: let the request pass with these headers, or answer now. */
+/** Told the response's status once it is sent, or undefined when it was cut off first. */
+export type Responded = (status: number | undefined) => void;
+
+/**
+ * The response an adapter must produce: let the request pass with these headers, or answer now.
+ * A pass with `responded` wants to hear how the response ended, to refund the request if that
+ * outcome is not counted.
+ */
 export type Outcome =
-  | { readonly pass: true; readonly headers: HeaderFields }
+  | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded }
   | { readonly pass: false; readonly status: 429 | 503; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
@@ -99,7 +110,7 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
 };
 
-const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'headers', 'status', 'onDenied', 'body', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
 const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-7", "draft-6", "legacy" or false';
@@ -139,10 +150,16 @@ const PEER_NAMES: PeerNames = {
   identifier: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
   validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
+  requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
 };
 
 function optionalFunction(options: Record<string, unknown>, name: string): void {
   if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, options[name], 'a function');
+}
+
+function optionalBoolean(options: Record<string, unknown>, name: string): boolean {
+  if (options[name] !== undefined && typeof options[name] !== 'boolean') throw new InvalidOptionError(name, options[name], 'true or false');
+  return options[name] === true;
 }
 
 function limiterOf(o: Record<string, unknown>): Limiter {
@@ -198,6 +215,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
   if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
     throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
   }
+  const skipSuccessful = optionalBoolean(o, 'skipSuccessfulRequests');
+  const skipFailed = optionalBoolean(o, 'skipFailedRequests');
+  if ((skipSuccessful || skipFailed) && typeof limiter.refund !== 'function') {
+    throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
+  }
   const addresses = clientAddressConfig(options);
   const { key, cost, skip, onDenied, body } = options;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
@@ -214,6 +236,16 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
     if (problem === 'proxy-chain-short') warnOnce('SLUICE_PROXY_CHAIN_SHORT');
     if (key === UNKNOWN_CLIENT) warnOnce('SLUICE_CLIENT_ADDRESS_UNKNOWN');
     return key;
+  }
+
+  /** What the adapter calls with the response's status, when some outcome is not counted. */
+  function refundIfUncounted(clientKey: string, requestCost: number): Responded | undefined {
+    if (!skipSuccessful && !skipFailed) return undefined;
+    return (status) => {
+      const succeeded = status !== undefined && status < 400;
+      if (succeeded ? !skipSuccessful : !skipFailed) return;
+      limiter.refund(clientKey, requestCost).catch((error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (a refund): ${error instanceof Error ? error.message : String(error)}`));
+    };
   }
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
@@ -245,7 +277,8 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
       return deny(req, denial, {}, storeUnavailableProblem);
     }
     const headers = rateLimitHeaders(decision, mode);
-    if (decision.allowed) return { pass: true, headers };
+    // A shadow denial was admitted without being counted: there is nothing to give back.
+    if (decision.allowed) return { pass: true, headers, responded: decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost) };
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };
     return deny(req, denial, headers, rateLimitProblem(status, denial.violated));
   };

@@ -1,10 +1,17 @@
-import type { FastifyPluginCallback, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
-import { incomingFacts } from './node.js';
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
+import { InvalidOptionError } from '../core/errors.js';
+import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
+import { incomingFacts, onResponseEnd } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
-export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+/** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
+export type FastifyRateLimitHook = 'onRequest' | 'preHandler';
+
+export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
+  /** When to decide: 'onRequest' (default), or 'preHandler' to key on the parsed body, e.g. a login's username. */
+  hook?: FastifyRateLimitHook;
+}
 
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
 export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
@@ -16,16 +23,30 @@ declare module 'fastify' {
   }
 }
 
-// Fastify passes its own register options on to the plugin with ours.
-const REGISTER_OPTIONS = ['logLevel', 'logSerializers'];
+// Ours, and Fastify's own register options, which it passes on to the plugin with ours.
+const ADAPTER_OPTIONS = ['hook', 'logLevel', 'logSerializers'];
 
-function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise<Outcome>): onRequestHookHandler {
-  return async function sluiceRateLimit(request, reply) {
-    const outcome = await decide(request, incomingFacts(request.raw));
-    reply.headers(outcome.headers);
-    if (outcome.pass) return;
-    // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
-    return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The options' hook and its handler; a bad option throws InvalidOptionError. */
+function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHook; handler: Hook } {
+  const decide = createRateLimit(options, ADAPTER_OPTIONS);
+  const { hook: name = 'onRequest' } = options;
+  if (name !== 'onRequest' && name !== 'preHandler') {
+    throw new InvalidOptionError('hook', name, '"onRequest" (the default) or "preHandler" (after the body is parsed, to key on it)');
+  }
+  return {
+    name,
+    async handler(request, reply) {
+      const outcome = await decide(request, incomingFacts(request.raw));
+      reply.headers(outcome.headers);
+      if (outcome.pass) {
+        onResponseEnd(reply.raw, outcome.responded);
+        return;
+      }
+      // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
+      return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
+    },
   };
 }
 
@@ -39,9 +60,9 @@ function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise
  */
 export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = function sluicePlugin(fastify, options, done) {
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
-  let global: onRequestHookHandler | undefined;
+  let global: ReturnType<typeof limitHook> | undefined;
   try {
-    global = hasGlobalLimit ? onRequest(createRateLimit(options, REGISTER_OPTIONS)) : undefined;
+    global = hasGlobalLimit ? limitHook(options) : undefined;
   } catch (error) {
     // Fastify's loader does not catch what a plugin throws: handed to done(), it rejects register() and ready().
     done(error as Error);
@@ -52,10 +73,10 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
     const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
-    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own }, REGISTER_OPTIONS)) : global;
+    const hook = own === false ? undefined : own ? limitHook({ ...base, ...own }) : global;
     if (hook === undefined) return;
-    const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
-    route.onRequest = [hook, ...existing];
+    const existing: unknown = route[hook.name];
+    route[hook.name] = [hook.handler, ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing])] as never;
   });
   done();
 };

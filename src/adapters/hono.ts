@@ -43,6 +43,8 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
     const outcome = await decide(c, honoFacts(c, getConnInfo));
     if (!outcome.pass) return c.body(outcome.body, outcome.status, { ...outcome.headers, 'Content-Type': outcome.contentType });
     await next();
+    // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
+    outcome.responded?.(c.res.status);
     // After the handler, so the fields land on whatever Response it produced.
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value);
   };

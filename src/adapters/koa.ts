@@ -1,6 +1,6 @@
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
 import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
-import { incomingFacts } from './node.js';
+import { incomingFacts, onResponseEnd } from './node.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -20,6 +20,7 @@ export function rateLimit<State = DefaultState, Context = DefaultContext>(
     const outcome = await decide(ctx, incomingFacts(ctx.req));
     ctx.set({ ...outcome.headers });
     if (outcome.pass) {
+      onResponseEnd(ctx.res, outcome.responded);
       await next();
       return;
     }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
 
 export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -17,10 +17,18 @@ export function incomingFacts(req: IncomingMessage): RequestFacts {
 /** The middleware's default key for this request's client: `key: (req) => userOf(req) ?? clientAddress(req)`. */
 export const clientAddress = clientAddressOf(incomingFacts);
 
+/** Tells `responded` how this response ends: its status once sent, or undefined when cut off first. */
+export function onResponseEnd(res: ServerResponse, responded: Responded | undefined): void {
+  if (responded) res.once('close', () => responded(res.writableFinished ? res.statusCode : undefined));
+}
+
 /** Sets the headers of a passing request, or sends the whole denial. True when the request may go on. */
 export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
   for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
-  if (outcome.pass) return true;
+  if (outcome.pass) {
+    onResponseEnd(res, outcome.responded);
+    return true;
+  }
   res.statusCode = outcome.status;
   res.setHeader('Content-Type', outcome.contentType);
   res.end(outcome.body);

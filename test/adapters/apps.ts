@@ -23,6 +23,7 @@ import type { ClientAddressOptions } from '../../src/http/client-address.js';
  * The app every adapter serves in the behavioural suite:
  * - GET /       'home', limited by `global`;
  * - GET /health 'ok', limited by `global` unless `skipPath` names it;
+ * - GET /fail   400 'bad', limited by `global`;
  * - GET /login  'login', limited only by its own `login` options (when given).
  */
 export interface AppSpec {
@@ -72,6 +73,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
       app.use(expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)));
       app.get('/', (_req, res) => void res.send('home'));
       app.get('/health', (_req, res) => void res.send('ok'));
+      app.get('/fail', (_req, res) => void res.status(400).send('bad'));
       return listen(app);
     },
   };
@@ -89,7 +91,9 @@ const nodeAdapter: Adapter = {
         if (await login(req, res)) res.end('login');
         return;
       }
-      if (await global(req, res)) res.end(path === '/health' ? 'ok' : 'home');
+      if (!(await global(req, res))) return;
+      if (path === '/fail') res.statusCode = 400;
+      res.end(path === '/health' ? 'ok' : path === '/fail' ? 'bad' : 'home');
     });
   },
 };
@@ -102,6 +106,7 @@ const fastifyAdapter: Adapter = {
     await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
     app.get('/', async () => 'home');
     app.get('/health', async () => 'ok');
+    app.get('/fail', async (_request, reply) => reply.code(400).send('bad'));
     if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, async () => 'login');
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     return { url, close: () => app.close() };
@@ -118,6 +123,7 @@ const honoAdapter: Adapter = {
     // A raw Response, not c.text(): the headers must land on whatever the handler returns.
     app.get('/', () => new Response('home'));
     app.get('/health', (c) => c.text('ok'));
+    app.get('/fail', (c) => c.text('bad', 400));
     return listen(getRequestListener(app.fetch));
   },
 };
@@ -136,6 +142,10 @@ const koaAdapter: Adapter = {
     const routes = new Router();
     routes.get('/', (ctx) => void (ctx.body = 'home'));
     routes.get('/health', (ctx) => void (ctx.body = 'ok'));
+    routes.get('/fail', (ctx) => {
+      ctx.status = 400;
+      ctx.body = 'bad';
+    });
     app.use(routes.routes());
     return listen(app.callback());
   },

@@ -3,6 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
+import Fastify from 'fastify';
+import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../src/adapters/fastify.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';
 import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
@@ -19,6 +21,32 @@ function fakeClock() {
   // Limiters sharing a store need their own prefixes, or they count the same keys.
   const limiter = (limit: number, name = 'fixed-window'): Limiter => createLimiter({ store, prefix: name, policy: fixedWindow({ limit, window: '1m', name }) });
   return { clock, limiter };
+}
+
+/** `limiter` with its refunds recorded, and a way to wait until some number of them have settled. */
+function watchRefunds(limiter: Limiter) {
+  const calls: string[] = [];
+  let settled = () => undefined as void;
+  const watched: Limiter = {
+    ...limiter,
+    async refund(key, cost, options) {
+      const refunded = await limiter.refund(key, cost, options);
+      calls.push(`${key} ${cost} ${refunded}`);
+      settled();
+      return refunded;
+    },
+  };
+  const reach = (count: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${calls.length} refunds, not ${count}`)), 2_000);
+      settled = () => {
+        if (calls.length < count) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      settled();
+    });
+  return { watched, refunds: { calls, reach } };
 }
 
 /** The rate-limit fields of a reply (every header sluice may send), absent ones left out. */
@@ -131,6 +159,20 @@ for (const adapter of adapters) {
       assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"fixed-window";r=3;t=50');
       assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
     });
+
+    for (const [option, refunded, counted] of [['skipFailedRequests', '/fail', '/'], ['skipSuccessfulRequests', '/', '/fail']] as const) {
+      it(`${option}: gives back what a request to ${refunded} cost once answered, and counts ${counted}`, async () => {
+        const { limiter } = fakeClock();
+        const { watched, refunds } = watchRefunds(limiter(2));
+        const app = await serve({ global: { limiter: watched, [option]: true, cost: () => 1 } });
+        for (let i = 1; i <= 3; i++) {
+          assert.equal((await get(`${app.url}${refunded}`)).status, refunded === '/fail' ? 400 : 200);
+          await refunds.reach(i);
+        }
+        assert.deepEqual(await statuses(`${app.url}${counted}`, 3), counted === '/fail' ? [400, 400, 429] : [200, 200, 429]);
+        assert.deepEqual(refunds.calls, ['127.0.0.1 1 true', '127.0.0.1 1 true', '127.0.0.1 1 true']);
+      });
+    }
 
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
       const { limiter } = fakeClock();
@@ -354,3 +396,35 @@ for (const adapter of adapters) {
     }
   });
 }
+
+describe('fastify hook option', () => {
+  // Keyed by the username in the body: only a preHandler sees it parsed.
+  async function login(hook: FastifyRateLimitHook | undefined) {
+    const { limiter } = fakeClock();
+    const keys: string[] = [];
+    const app = Fastify();
+    await app.register(fastifyRateLimit, { limiter: limiter(1), hook, key: (request) => `user:${(request.body as { user?: string } | undefined)?.user}`, onDenied: (_request, denial) => void keys.push(denial.key) });
+    app.post('/login', async () => 'welcome');
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    const post = async (user: string) => (await fetch(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user }) })).status;
+    try {
+      return { statuses: [await post('ada'), await post('ada'), await post('bob')], keys };
+    } finally {
+      await app.close();
+    }
+  }
+
+  it("'preHandler' decides after the body is parsed, so a key may read it", async () => {
+    assert.deepEqual(await login('preHandler'), { statuses: [200, 429, 200], keys: ['user:ada'] });
+  });
+
+  it("'onRequest' (the default) decides before the body is read", async () => {
+    assert.deepEqual(await login(undefined), { statuses: [200, 429, 429], keys: ['user:undefined', 'user:undefined'] });
+  });
+
+  it('refuses another hook', async () => {
+    const app = Fastify();
+    await assert.rejects(async () => app.register(fastifyRateLimit, { limiter: fakeClock().limiter(1), hook: 'onSend' as FastifyRateLimitHook }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'hook');
+    await app.close();
+  });
+});

@@ -14,7 +14,8 @@ export type StoreFailurePolicy = 'allow' | 'deny';
 export interface Denial {
   /** 'limited': a policy's quota is spent. 'store-error': the store failed and the failure policy denied (the middleware's or the limiter's `onStoreError`). */
   readonly reason: 'limited' | 'store-error';
-  readonly status: 429 | 503;
+  /** The response's status: the `status` option's (429 by default), or 503 for a store error. */
+  readonly status: number;
   /** The client's rate-limit key. */
   readonly key: string;
   /** Every policy with its decision; empty when the store failed. */
@@ -60,8 +61,8 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   skipFailedRequests?: boolean;
   /** Which rate-limit header fields to send (default 'draft-11'); Retry-After is always sent on a denial. */
   headers?: HeaderMode;
-  /** The status of a denial: 429 (default) or 503 for load shedding. */
-  status?: 429 | 503;
+  /** The status of a denial: 429 (default), 503 for load shedding, or any other from 400 to 599. */
+  status?: number;
   /** Called on every denial, before the response is sent (logging, metrics). */
   onDenied?: (req: Req, denial: Denial) => MaybePromise<void>;
   /** The body of a denial: a string is sent as text/plain, anything else as JSON. Default: an RFC 9457 problem. */
@@ -95,7 +96,7 @@ export type Responded = (status: number | undefined) => void;
  */
 export type Outcome =
   | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded }
-  | { readonly pass: false; readonly status: 429 | 503; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
+  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
 const UNKNOWN_CLIENT = 'unknown-client';
@@ -210,7 +211,9 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
   for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
-  if (status !== 429 && status !== 503) throw new InvalidOptionError('status', status, '429 or 503');
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 599) {
+    throw new InvalidOptionError('status', status, 'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)');
+  }
   const onStoreError = o.onStoreError;
   if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
     throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');

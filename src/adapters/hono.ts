@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import { clientAddressOf, createRateLimit, type RateLimitOptions, type RequestFacts } from './core.js';
@@ -41,7 +42,7 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
   }
   return async function sluiceRateLimit(c, next) {
     const outcome = await decide(c, honoFacts(c, getConnInfo));
-    if (!outcome.pass) return c.body(outcome.body, outcome.status, { ...outcome.headers, 'Content-Type': outcome.contentType });
+    if (!outcome.pass) return c.body(outcome.body, outcome.status as ContentfulStatusCode, { ...outcome.headers, 'Content-Type': outcome.contentType });
     await next();
     // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
     outcome.responded?.(c.res.status);

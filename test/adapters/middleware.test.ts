@@ -88,7 +88,7 @@ for (const adapter of adapters) {
     it('refuses a bad option at start with InvalidOptionError, and the process goes on', async () => {
       const { limiter } = fakeClock();
       await assert.rejects(
-        async () => serve({ global: { limiter: limiter(1), status: 418 as 429 } }),
+        async () => serve({ global: { limiter: limiter(1), status: 302 } }),
         (error: unknown) => error instanceof InvalidOptionError && error.option === 'status',
       );
     });
@@ -333,6 +333,20 @@ for (const adapter of adapters) {
       assert.equal(denied.headers['content-type'], 'application/json; charset=utf-8');
       assert.deepEqual(JSON.parse(denied.body), { error: 'busy', retryInMs: 50_000 });
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
+    });
+
+    it('answers any error status it is given, with a quota-exceeded problem', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1, 'daily'), status: 403 } });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual([denied.status, denied.headers['retry-after'], denied.headers['content-type']], [403, '50', 'application/problem+json']);
+      assert.deepEqual(JSON.parse(denied.body), {
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Forbidden: the quota of this client is exceeded',
+        status: 403,
+        'violated-policies': ['daily'],
+      });
     });
 
     it('answers 500 when a callback throws, and goes on serving', async () => {

@@ -1,5 +1,5 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
-import { createLimiter, type Limiter } from '../core/limiter.js';
+import { createLimiter, type Limiter, type LimitOptions } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
 import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
@@ -42,11 +42,24 @@ export interface SluiceWarning {
 
 type MaybePromise<T> = T | Promise<T>;
 
+/**
+ * What a handler learns of its request's rate limit (`req.rateLimit`, `request.rateLimit`,
+ * `c.get('rateLimit')`, `ctx.state.rateLimit`): the limiter's decision and the client's key.
+ * Set on every request the store counted; absent on one skipped or decided without the store.
+ */
+export interface RateLimitInfo extends Decision {
+  readonly key: string;
+}
+
 /** Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa). */
 export interface RateLimitOptions<Req> extends ClientAddressOptions {
   /** The limiter deciding each request. Or give `policy` and `store` (and `prefix`) to build one. */
   limiter?: Limiter;
-  policy?: Policy;
+  /**
+   * The policies to build a limiter with (beside `store`); or, as a function of the request with
+   * `limiter`, the policies of this request (tiers), given to `limiter.limit(key, { policy })`.
+   */
+  policy?: Policy | readonly Policy[] | ((req: Req) => MaybePromise<Policy | readonly Policy[]>);
   store?: Store;
   prefix?: string;
   /** The client's key (default: its IP address, see trustedProxies and ipv6Subnet). */
@@ -95,7 +108,7 @@ export type Responded = (status: number | undefined) => void;
  * outcome is not counted.
  */
 export type Outcome =
-  | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded }
+  | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded; readonly rateLimit?: RateLimitInfo }
   | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
@@ -151,6 +164,7 @@ const PEER_NAMES: PeerNames = {
   identifier: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
   validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
+  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
   requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
 };
 
@@ -164,10 +178,17 @@ function optionalBoolean(options: Record<string, unknown>, name: string): boolea
 }
 
 function limiterOf(o: Record<string, unknown>): Limiter {
-  if (o.limiter !== undefined || (o.policy === undefined && o.store === undefined)) {
+  const perRequest = typeof o.policy === 'function';
+  if (o.limiter !== undefined || perRequest || (o.policy === undefined && o.store === undefined)) {
     const limiter = o.limiter as Limiter;
     if (typeof limiter !== 'object' || limiter === null || typeof limiter.limit !== 'function') {
-      throw new InvalidOptionError('limiter', o.limiter, 'a limiter from createLimiter(), or `policy` and `store` to build one');
+      const expected = perRequest ? 'a limiter from createLimiter(), whose store and prefix decide under the policies `policy(req)` returns' : 'a limiter from createLimiter(), or `policy` and `store` to build one';
+      throw new InvalidOptionError('limiter', o.limiter, expected);
+    }
+    // Beside a limiter, they would be ignored: its own policies and store decide.
+    if (o.store !== undefined) throw new InvalidOptionError('store', o.store, 'left out when `limiter` is given (its store decides)');
+    if (o.policy !== undefined && !perRequest) {
+      throw new InvalidOptionError('policy', o.policy, 'left out when `limiter` is given (its policies decide), or a function of the request choosing this request\'s policies');
     }
     return limiter;
   }
@@ -225,6 +246,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
   }
   const addresses = clientAddressConfig(options);
   const { key, cost, skip, onDenied, body } = options;
+  const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
   const warned = new Set<SluiceWarningCode>();
   const warnOnce = (code: SluiceWarningCode, detail = '') => {
@@ -242,12 +264,12 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
   }
 
   /** What the adapter calls with the response's status, when some outcome is not counted. */
-  function refundIfUncounted(clientKey: string, requestCost: number): Responded | undefined {
+  function refundIfUncounted(clientKey: string, requestCost: number, policy: LimitOptions['policy']): Responded | undefined {
     if (!skipSuccessful && !skipFailed) return undefined;
     return (status) => {
       const succeeded = status !== undefined && status < 400;
       if (succeeded ? !skipSuccessful : !skipFailed) return;
-      limiter.refund(clientKey, requestCost).catch((error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (a refund): ${error instanceof Error ? error.message : String(error)}`));
+      limiter.refund(clientKey, requestCost, { policy }).catch((error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (a refund): ${error instanceof Error ? error.message : String(error)}`));
     };
   }
 
@@ -261,10 +283,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
     if (skip && (await skip(req))) return { pass: true, headers: {} };
     const clientKey = key ? await key(req) : defaultKey(facts);
     const requestCost = cost ? await cost(req) : 1;
+    const policy = policyOf ? await policyOf(req) : undefined;
     let decision: Decision | undefined;
     let failure: unknown;
     try {
-      decision = await limiter.limit(clientKey, { cost: requestCost });
+      decision = await limiter.limit(clientKey, { cost: requestCost, policy });
       failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
@@ -281,7 +304,10 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
     }
     const headers = rateLimitHeaders(decision, mode);
     // A shadow denial was admitted without being counted: there is nothing to give back.
-    if (decision.allowed) return { pass: true, headers, responded: decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost) };
+    if (decision.allowed) {
+      const responded = decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost, policy);
+      return { pass: true, headers, responded, rateLimit: { ...decision, key: clientKey } };
+    }
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };
     return deny(req, denial, headers, rateLimitProblem(status, denial.violated));
   };

@@ -5,7 +5,7 @@ import { limitIncoming } from './node.js';
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
 export { clientAddress } from './node.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

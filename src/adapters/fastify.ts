@@ -1,9 +1,9 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidOptionError } from '../core/errors.js';
-import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
 import { incomingFacts, onResponseEnd } from './node.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
 export type FastifyRateLimitHook = 'onRequest' | 'preHandler';
@@ -17,6 +17,10 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
 export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** This request's rate limit, set by the plugin's hook: see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
   interface FastifyContextConfig {
     /** This route's limit: options merged over the plugin's (e.g. `{ limiter: loginLimiter }`), or false for none. */
     rateLimit?: FastifyRateLimitOptions | false;
@@ -41,6 +45,7 @@ function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHo
       const outcome = await decide(request, incomingFacts(request.raw));
       reply.headers(outcome.headers);
       if (outcome.pass) {
+        request.rateLimit = outcome.rateLimit;
         onResponseEnd(reply.raw, outcome.responded);
         return;
       }
@@ -68,11 +73,14 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
     done(error as Error);
     return;
   }
-  // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
+  // Declared, so every request has the property from the start (Fastify keeps one object shape).
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  // A route naming its own limiter (or policies to build one) inherits every other option, never the
+  // plugin's limiter; one choosing its policies per request decides them with the plugin's limiter.
   const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
-    const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
+    const base = own && (own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function')) ? shared : options;
     const hook = own === false ? undefined : own ? limitHook({ ...base, ...own }) : global;
     if (hook === undefined) return;
     const existing: unknown = route[hook.name];

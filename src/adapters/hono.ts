@@ -2,9 +2,16 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
-import { clientAddressOf, createRateLimit, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions, type RequestFacts } from './core.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** This request's rate limit, set by sluice's middleware: see RateLimitInfo. */
+    rateLimit: RateLimitInfo | undefined;
+  }
+}
+
+export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };
@@ -43,6 +50,7 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
   return async function sluiceRateLimit(c, next) {
     const outcome = await decide(c, honoFacts(c, getConnInfo));
     if (!outcome.pass) return c.body(outcome.body, outcome.status as ContentfulStatusCode, { ...outcome.headers, 'Content-Type': outcome.contentType });
+    c.set('rateLimit', outcome.rateLimit);
     await next();
     // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
     outcome.responded?.(c.res.status);

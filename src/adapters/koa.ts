@@ -1,8 +1,15 @@
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
-import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
+
+declare module 'koa' {
+  interface DefaultState {
+    /** This request's rate limit, set by sluice's middleware: see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
+}
 import { incomingFacts, onResponseEnd } from './node.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /** The middleware's default key for this request's client: `key: (ctx) => ctx.state.user?.id ?? clientAddress(ctx)`. */
 export const clientAddress = clientAddressOf((ctx: ParameterizedContext) => incomingFacts(ctx.req));
@@ -20,6 +27,8 @@ export function rateLimit<State = DefaultState, Context = DefaultContext>(
     const outcome = await decide(ctx, incomingFacts(ctx.req));
     ctx.set({ ...outcome.headers });
     if (outcome.pass) {
+      // Under the app's own State type too, which need not declare it.
+      (ctx.state as { rateLimit?: RateLimitInfo }).rateLimit = outcome.rateLimit;
       onResponseEnd(ctx.res, outcome.responded);
       await next();
       return;

@@ -1,7 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
+import { clientAddressOf, createRateLimit, type Outcome, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** This request's rate limit, set by sluice's node:http or Express middleware: see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
+}
+
+export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /** The facts of a node:http request (also an Express request, which extends it). */
 export function incomingFacts(req: IncomingMessage): RequestFacts {
@@ -38,7 +45,11 @@ export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
 /** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
 export function limitIncoming<Req extends IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
   const decide = createRateLimit(options);
-  return async (req, res) => applyOutcome(res, await decide(req, incomingFacts(req)));
+  return async (req, res) => {
+    const outcome = await decide(req, incomingFacts(req));
+    if (outcome.pass) req.rateLimit = outcome.rateLimit;
+    return applyOutcome(res, outcome);
+  };
 }
 
 /**

@@ -8,7 +8,7 @@ import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../
 import { storeUnavailableProblem } from '../../src/http/problem.js';
 import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
-import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
+import { adapters, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
 
 // A window edge: the fake clock starts 10 s into a minute, so a 1-minute window resets in 50 s.
 const MINUTE_EDGE = 1_800_000_000_000;
@@ -333,6 +333,34 @@ for (const adapter of adapters) {
       assert.equal(denied.headers['content-type'], 'application/json; charset=utf-8');
       assert.deepEqual(JSON.parse(denied.body), { error: 'busy', retryInMs: 50_000 });
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
+    });
+
+    it('decides each request under the policies policy(req) returns, sharing the key\'s state', async () => {
+      const { limiter } = fakeClock();
+      const free = limiter(1, 'free');
+      const pro = fixedWindow({ limit: 3, window: '1m', name: 'pro' });
+      const app = await serve({ global: { limiter: free, policy: (req) => (adapter.header(req, 'x-tier') === 'pro' ? pro : free.policies) } });
+      const as = async (tier: string) => {
+        const reply = await get(`${app.url}/`, { headers: { 'X-Tier': tier } });
+        return `${reply.status} ${reply.headers.ratelimit}`;
+      };
+      assert.deepEqual([await as('free'), await as('free'), await as('pro'), await as('pro'), await as('pro')], [
+        '200 "free";r=0;t=50',
+        '429 "free";r=0;t=50',
+        '200 "pro";r=1;t=50',
+        '200 "pro";r=0;t=50',
+        '429 "pro";r=0;t=50',
+      ]);
+    });
+
+    it('shows the handler its request\'s rate limit, in the framework\'s own place', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(5, 'per-minute') } });
+      await get(`${app.url}/`);
+      const info: InfoBody = JSON.parse((await get(`${app.url}/info`)).body);
+      assert.deepEqual(info, { key: '127.0.0.1', allowed: true, remaining: 3, policies: ['per-minute'] });
+      const skipped = await serve({ global: { limiter: limiter(5, 'skipped') }, skipPath: '/info' });
+      assert.equal((await get(`${skipped.url}/info`)).body, 'null');
     });
 
     it('answers any error status it is given, with a quota-exceeded problem', async () => {

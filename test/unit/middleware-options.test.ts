@@ -26,6 +26,12 @@ describe('middleware options', () => {
       ['onStoreError', { limiter, onStoreError: 'ignore' }],
       ['trustedProxies', { limiter, trustedProxies: true }],
       ['rateLimit', null],
+      ['limiter', { policy: () => fixedWindow({ limit: 1, window: '1s' }) }],
+      ['limiter', { policy: () => fixedWindow({ limit: 1, window: '1s' }), store: memoryStore() }],
+      ['policy', { limiter, policy: fixedWindow({ limit: 1, window: '1s' }) }],
+      ['store', { limiter, store: memoryStore() }],
+      ['skipFailedRequests', { limiter, skipFailedRequests: 'yes' }],
+      ['limiter', { limiter: { limit: limiter.limit }, skipSuccessfulRequests: true }],
     ];
     for (const [option, options] of bad) assert.throws(() => createRateLimit(options as RateLimitOptions<unknown>), isOption(option), option);
   });

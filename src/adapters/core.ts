@@ -127,7 +127,7 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
 const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
-const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-7", "draft-6", "legacy" or false';
+const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy" or false';
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
 const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
@@ -302,7 +302,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
       const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
-    const headers = rateLimitHeaders(decision, mode);
+    const headers = rateLimitHeaders(decision, mode, Date.now(), clientKey);
     // A shadow denial was admitted without being counted: there is nothing to give back.
     if (decision.allowed) {
       const responded = decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost, policy);

@@ -14,6 +14,9 @@ import { adapters, get, type AppSpec, type InfoBody, type RunningApp } from './a
 const MINUTE_EDGE = 1_800_000_000_000;
 const START = MINUTE_EDGE + 10_000;
 
+// draft-8's partition key of the clients these tests send from: the first 12 bytes of SHA-256("127.0.0.1").
+const PK_127_0_0_1 = ':EsoXtJryKJQ28wPg:';
+
 /** A memory store on a clock the test moves by hand. */
 function fakeClock() {
   const clock = { now: START };
@@ -113,7 +116,7 @@ for (const adapter of adapters) {
       });
     });
 
-    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 keeps the full reset', async () => {
+    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 and draft-8 keep the full reset', async () => {
       const { clock } = fakeClock();
       const store = memoryStore({ now: () => clock.now });
       const policy = tokenBucket({ capacity: 10, refillPerSecond: 1, name: 'tb' });
@@ -130,6 +133,9 @@ for (const adapter of adapters) {
       assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
       for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
       assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
+      const draft8 = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-8', policy }), headers: 'draft-8' } });
+      for (let i = 0; i < 11; i++) await get(`${draft8.url}/`);
+      assert.deepEqual(rateLimitFields((await get(`${draft8.url}/`)).headers), { 'ratelimit-policy': `"tb";q=10;w=10;pk=${PK_127_0_0_1}`, ratelimit: '"tb";r=0;t=10', 'retry-after': '1' });
     });
 
     it('names unnamed policies by what they allow, in the headers and the problem body', async () => {
@@ -268,12 +274,13 @@ for (const adapter of adapters) {
 
     it('sends the fields of each header mode, and only those', async () => {
       const expected: Record<string, Record<string, string>> = {
+        'draft-8': { 'ratelimit-policy': `"fixed-window";q=1;w=60;pk=${PK_127_0_0_1}`, ratelimit: '"fixed-window";r=0;t=50', 'retry-after': '50' },
         'draft-7': { 'ratelimit-policy': '1;w=60', ratelimit: 'limit=1, remaining=0, reset=50', 'retry-after': '50' },
         'draft-6': { 'ratelimit-policy': '1;w=60', 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': '50', 'retry-after': '50' },
         legacy: { 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String((START + 50_000) / 1000), 'retry-after': '50' },
         false: { 'retry-after': '50' },
       };
-      for (const mode of ['draft-7', 'draft-6', 'legacy', false] as const) {
+      for (const mode of ['draft-8', 'draft-7', 'draft-6', 'legacy', false] as const) {
         const { clock, limiter } = fakeClock();
         // The legacy reset is epoch seconds from this server's clock: pin it to the fake one.
         const realNow = Date.now;
@@ -292,11 +299,16 @@ for (const adapter of adapters) {
       // The issue's example: [2 per 1 s, 5 per 1 h], three calls of cost 2; the third is denied by both.
       const expected: Record<string, Record<string, string>> = {
         'draft-11': { 'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600', ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589', 'retry-after': '3589' },
+        'draft-8': {
+          'ratelimit-policy': `"per-second";q=2;w=1;pk=${PK_127_0_0_1}, "per-hour";q=5;w=3600;pk=${PK_127_0_0_1}`,
+          ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589',
+          'retry-after': '3589',
+        },
         'draft-7': { 'ratelimit-policy': '5;w=3600', ratelimit: 'limit=5, remaining=1, reset=3589', 'retry-after': '3589' },
         'draft-6': { 'ratelimit-policy': '5;w=3600', 'ratelimit-limit': '5', 'ratelimit-remaining': '1', 'ratelimit-reset': '3589', 'retry-after': '3589' },
         legacy: { 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000), 'retry-after': '3589' },
       };
-      for (const mode of ['draft-11', 'draft-7', 'draft-6', 'legacy'] as const) {
+      for (const mode of ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy'] as const) {
         const clock = { now: START };
         const store = memoryStore({ now: () => clock.now });
         const policy = [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })];

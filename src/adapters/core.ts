@@ -97,6 +97,16 @@ export interface RequestFacts {
   header(name: string): string | undefined;
   /** The peer's address on the socket (undefined when the runtime does not tell). */
   readonly remoteAddress: string | undefined;
+  /** The client's address by the framework's own proxy setting, where it has one (read only for `trustedProxies: 'framework'`). */
+  readonly frameworkAddress?: string | undefined;
+}
+
+/** What an adapter adds to the shared options. */
+export interface AdapterSpec {
+  /** Options of its own, not refused as unknown. */
+  readonly options?: readonly string[];
+  /** Its framework's own proxy setting (e.g. "Express's `trust proxy`"), if `trustedProxies: 'framework'` may defer to it through `RequestFacts.frameworkAddress`. */
+  readonly proxySetting?: string;
 }
 
 /** Told the response's status once it is sent, or undefined when it was cut off first. */
@@ -160,6 +170,7 @@ const PEER_NAMES: PeerNames = {
   passOnStoreError: ALLOW_INSTEAD,
   redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
   keyPrefix: 'use "prefix"',
+  trustProxy: 'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
   nameSpace: 'use "prefix"',
   identifier: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
@@ -197,7 +208,8 @@ function limiterOf(o: Record<string, unknown>): Limiter {
 
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
 function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: string; problem?: AddressProblem } {
-  const { address, problem } = findClientAddress(config, facts.remoteAddress, facts.header(config.proxyHeader));
+  const deferred = config.trustedProxies === 'framework';
+  const { address, problem } = findClientAddress(config, facts.remoteAddress, deferred ? undefined : facts.header(config.proxyHeader), deferred ? facts.frameworkAddress : undefined);
   return { key: address === undefined ? UNKNOWN_CLIENT : addressKey(address, config.ipv6Subnet), problem };
 }
 
@@ -207,8 +219,8 @@ function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: 
  * e.g. `key: (req) => req.user?.id ?? clientAddress(req)`. Options as the middleware's; a bad one
  * throws InvalidOptionError.
  */
-export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts): (req: Req, options?: ClientAddressOptions) => string {
-  return (req, options = {}) => addressKeyOf(clientAddressConfig(options), factsOf(req)).key;
+export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts, proxySetting?: string): (req: Req, options?: ClientAddressOptions) => string {
+  return (req, options = {}) => addressKeyOf(clientAddressConfig(options, proxySetting), factsOf(req)).key;
 }
 
 // A misuse of the limiter (a bad key or cost) is the program's bug and goes to the framework's
@@ -223,11 +235,11 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 
 /**
  * The framework-neutral middleware: validates the options once, then decides each request from
- * the framework's request object and its facts. Adapters only translate the outcome; an adapter
- * with options of its own names them in `adapterOptions`, so they are not refused as unknown.
+ * the framework's request object and its facts. Adapters only translate the outcome, and say in
+ * `adapter` what they add (options of their own, their framework's proxy setting).
  */
-export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOptions: readonly string[] = []): (req: Req, facts: RequestFacts) => Promise<Outcome> {
-  const o = optionsObject('rateLimit', options, [...OPTIONS, ...adapterOptions], PEER_NAMES);
+export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+  const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
   const limiter = limiterOf(o);
   for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
   const mode = validHeaderMode(o.headers);
@@ -244,7 +256,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapterOpti
   if ((skipSuccessful || skipFailed) && typeof limiter.refund !== 'function') {
     throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
   }
-  const addresses = clientAddressConfig(options);
+  const addresses = clientAddressConfig(options, adapter.proxySetting);
   const { key, cost, skip, onDenied, body } = options;
   const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));

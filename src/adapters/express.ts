@@ -1,9 +1,12 @@
 import type { Request, RequestHandler } from 'express';
-import type { RateLimitOptions } from './core.js';
-import { limitIncoming } from './node.js';
+import { clientAddressOf, type RateLimitOptions } from './core.js';
+import { incomingFacts, limitIncoming } from './node.js';
+
+const expressFacts = (req: Request) => incomingFacts(req, () => req.ip);
+const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
-export { clientAddress } from './node.js';
+export const clientAddress = clientAddressOf(expressFacts, EXPRESS.proxySetting);
 
 export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
@@ -14,7 +17,7 @@ export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarn
  *     app.use(rateLimit({ limiter }));
  */
 export function rateLimit(options: RateLimitOptions<Request>): RequestHandler {
-  const limit = limitIncoming(options);
+  const limit = limitIncoming(options, expressFacts, EXPRESS);
   return function sluiceRateLimit(req, res, next) {
     limit(req, res).then((pass) => {
       if (pass) next();

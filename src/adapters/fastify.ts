@@ -13,8 +13,11 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
   hook?: FastifyRateLimitHook;
 }
 
+const fastifyFacts = (request: FastifyRequest) => incomingFacts(request.raw, () => request.ip);
+const PROXY_SETTING = "Fastify's `trustProxy` (request.ip)";
+
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
-export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
+export const clientAddress = clientAddressOf(fastifyFacts, PROXY_SETTING);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,7 +37,7 @@ type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
 /** The options' hook and its handler; a bad option throws InvalidOptionError. */
 function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHook; handler: Hook } {
-  const decide = createRateLimit(options, ADAPTER_OPTIONS);
+  const decide = createRateLimit(options, { options: ADAPTER_OPTIONS, proxySetting: PROXY_SETTING });
   const { hook: name = 'onRequest' } = options;
   if (name !== 'onRequest' && name !== 'preHandler') {
     throw new InvalidOptionError('hook', name, '"onRequest" (the default) or "preHandler" (after the body is parsed, to key on it)');
@@ -42,7 +45,7 @@ function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHo
   return {
     name,
     async handler(request, reply) {
-      const outcome = await decide(request, incomingFacts(request.raw));
+      const outcome = await decide(request, fastifyFacts(request));
       reply.headers(outcome.headers);
       if (outcome.pass) {
         request.rateLimit = outcome.rateLimit;

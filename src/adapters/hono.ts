@@ -42,7 +42,7 @@ export function clientAddress(c: Context, options: ClientAddressOptions & { getC
  *     app.use(rateLimit({ limiter, getConnInfo }));
  */
 export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
-  const decide = createRateLimit(options, ['getConnInfo']);
+  const decide = createRateLimit(options, { options: ['getConnInfo'] });
   const { getConnInfo, key } = options;
   if (typeof getConnInfo !== 'function' && key === undefined) {
     throw new InvalidOptionError('getConnInfo', getConnInfo, "your runtime's getConnInfo (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ...) so clients can be keyed by address, or a `key` function");

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { clientAddressOf, createRateLimit, type Outcome, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
+import { clientAddressOf, createRateLimit, type AdapterSpec, type Outcome, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -10,19 +10,25 @@ declare module 'node:http' {
 
 export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
-/** The facts of a node:http request (also an Express request, which extends it). */
-export function incomingFacts(req: IncomingMessage): RequestFacts {
+/**
+ * The facts of a node:http request (also under Express, Fastify and Koa), and the client address
+ * by the framework's own proxy setting, where it has one (read only when asked).
+ */
+export function incomingFacts(req: IncomingMessage, frameworkAddress?: () => string | undefined): RequestFacts {
   return {
     header(name) {
       const value = req.headers[name];
       return Array.isArray(value) ? value.join(', ') : value;
     },
     remoteAddress: req.socket.remoteAddress,
+    get frameworkAddress() {
+      return frameworkAddress?.();
+    },
   };
 }
 
 /** The middleware's default key for this request's client: `key: (req) => userOf(req) ?? clientAddress(req)`. */
-export const clientAddress = clientAddressOf(incomingFacts);
+export const clientAddress = clientAddressOf((req: IncomingMessage) => incomingFacts(req));
 
 /** Tells `responded` how this response ends: its status once sent, or undefined when cut off first. */
 export function onResponseEnd(res: ServerResponse, responded: Responded | undefined): void {
@@ -43,10 +49,14 @@ export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
 }
 
 /** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
-export function limitIncoming<Req extends IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
-  const decide = createRateLimit(options);
+export function limitIncoming<Req extends IncomingMessage>(
+  options: RateLimitOptions<Req>,
+  factsOf: (req: Req) => RequestFacts = (req) => incomingFacts(req),
+  adapter: AdapterSpec = {},
+): (req: Req, res: ServerResponse) => Promise<boolean> {
+  const decide = createRateLimit(options, adapter);
   return async (req, res) => {
-    const outcome = await decide(req, incomingFacts(req));
+    const outcome = await decide(req, factsOf(req));
     if (outcome.pass) req.rateLimit = outcome.rateLimit;
     return applyOutcome(res, outcome);
   };

@@ -31,6 +31,8 @@ export interface AppSpec {
   readonly global: RateLimitOptions<unknown>;
   readonly login?: RateLimitOptions<unknown>;
   readonly skipPath?: string;
+  /** Turn on the framework's own proxy setting, trusting one proxy, where it has one. */
+  readonly frameworkProxy?: boolean;
 }
 
 /** What /info answers: the handler's view of its request's rate limit, or null when it has none. */
@@ -49,6 +51,8 @@ export interface Adapter {
   serve(spec: AppSpec): Promise<RunningApp>;
   /** The adapter's exported clientAddress, on what its callbacks receive. */
   clientAddress(req: unknown, options?: ClientAddressOptions): string;
+  /** Whether the framework has a proxy setting of its own (`trustedProxies: 'framework'`). */
+  readonly proxySetting: boolean;
   /** A request header, from what its callbacks receive. */
   header(req: unknown, name: string): string | undefined;
 }
@@ -77,8 +81,10 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
     name,
     clientAddress: (req, options) => expressClientAddress(req as Request, options),
     header: (req, name) => (req as Request).get(name),
+    proxySetting: true,
     serve(spec) {
       const app = express();
+      if (spec.frameworkProxy) app.set('trust proxy', 1);
       if (spec.login) app.get('/login', expressRateLimit(spec.login), (_req, res) => void res.send('login'));
       app.use(expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)));
       app.get('/', (_req, res) => void res.send('home'));
@@ -94,6 +100,7 @@ const nodeAdapter: Adapter = {
   name: 'node:http',
   clientAddress: (req, options) => nodeClientAddress(req as IncomingMessage, options),
   header: (req, name) => (req as IncomingMessage).headers[name] as string | undefined,
+  proxySetting: false,
   serve(spec) {
     const global = nodeRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname));
     const login = spec.login ? nodeRateLimit(spec.login) : undefined;
@@ -115,8 +122,10 @@ const fastifyAdapter: Adapter = {
   name: 'fastify',
   clientAddress: (req, options) => fastifyClientAddress(req as FastifyRequest, options),
   header: (req, name) => (req as FastifyRequest).headers[name] as string | undefined,
+  proxySetting: true,
   async serve(spec) {
-    const app = Fastify();
+    // Fastify 5.12 ignores a hop count (it cannot tell the peer is a proxy): trust the loopback proxy by address.
+    const app = Fastify({ trustProxy: spec.frameworkProxy ? '127.0.0.1' : false });
     await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
     app.get('/', async () => 'home');
     app.get('/health', async () => 'ok');
@@ -132,6 +141,7 @@ const honoAdapter: Adapter = {
   name: 'hono',
   clientAddress: (c, options) => honoClientAddress(c as Context, { getConnInfo, ...options }),
   header: (c, name) => (c as Context).req.header(name),
+  proxySetting: false,
   serve(spec) {
     const app = new Hono();
     if (spec.login) app.get('/login', honoRateLimit({ getConnInfo, ...spec.login }), (c) => c.text('login'));
@@ -149,8 +159,11 @@ const koaAdapter: Adapter = {
   name: 'koa',
   clientAddress: (ctx, options) => koaClientAddress(ctx as Koa.Context, options),
   header: (ctx, name) => (ctx as Koa.Context).get(name) || undefined,
+  proxySetting: true,
   serve(spec) {
     const app = new Koa();
+    // Koa's ctx.ip is the leftmost of the last maxIpsCount addresses: 1 reads only what one proxy appended.
+    if (spec.frameworkProxy) Object.assign(app, { proxy: true, maxIpsCount: 1 });
     if (spec.login) {
       const login = new Router();
       login.get('/login', koaRateLimit(spec.login), (ctx) => void (ctx.body = 'login'));

@@ -205,6 +205,23 @@ for (const adapter of adapters) {
       assert.deepEqual(warnings, []);
     });
 
+    it(`with trustedProxies 'framework', ${adapter.proxySetting ? 'keys clients by the framework\'s own proxy setting' : 'is refused: the framework has no proxy setting'}`, async () => {
+      const { limiter } = fakeClock();
+      const warnings: SluiceWarning[] = [];
+      const spec: AppSpec = { global: { limiter: limiter(1), trustedProxies: 'framework', onWarning: (warning) => warnings.push(warning) }, frameworkProxy: true };
+      if (!adapter.proxySetting) {
+        await assert.rejects(async () => serve(spec), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies' && error.message.includes('no proxy setting of its own'));
+        return;
+      }
+      const app = await serve(spec);
+      const through = async (chain: string) => (await get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } })).status;
+      assert.deepEqual([await through('203.0.113.9'), await through('198.51.100.1, 203.0.113.9'), await through('::ffff:203.0.113.9'), await through('203.0.113.10')], [200, 429, 429, 200]);
+      assert.deepEqual(warnings, []);
+      // Without the framework's setting, it sees only the socket: every client is 127.0.0.1.
+      const unset = await serve({ global: { limiter: limiter(1, 'unset'), trustedProxies: 'framework' } });
+      assert.deepEqual([(await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.9' } })).status, (await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.10' } })).status], [200, 429]);
+    });
+
     it('groups IPv6 clients by /56: one client rotating through its addresses shares one quota', async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(2), trustedProxies: 1 } });

@@ -25,6 +25,7 @@ describe('middleware options', () => {
       ['status', { limiter, status: 429.5 }],
       ['onStoreError', { limiter, onStoreError: 'ignore' }],
       ['trustedProxies', { limiter, trustedProxies: true }],
+      ['trustedProxies', { limiter, trustedProxies: 'framework' }],
       ['rateLimit', null],
       ['limiter', { policy: () => fixedWindow({ limit: 1, window: '1s' }) }],
       ['limiter', { policy: () => fixedWindow({ limit: 1, window: '1s' }), store: memoryStore() }],

@@ -51,6 +51,16 @@ export interface RateLimitInfo extends Decision {
   readonly key: string;
 }
 
+/** What `respond` answers a denial with. */
+export interface DenialResponse {
+  /** From 400 to 599; default the denial's (the `status` option's, or 503 for a store error). */
+  readonly status?: number;
+  /** Sent besides (and over) the rate-limit fields and Retry-After; a `Content-Type` here is the body's. */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** A string is sent as it is (text/plain unless `headers` say otherwise), anything else as JSON; none: an empty body. */
+  readonly body?: unknown;
+}
+
 /** Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa). */
 export interface RateLimitOptions<Req> extends ClientAddressOptions {
   /** The limiter deciding each request. Or give `policy` and `store` (and `prefix`) to build one. */
@@ -80,6 +90,8 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   onDenied?: (req: Req, denial: Denial) => MaybePromise<void>;
   /** The body of a denial: a string is sent as text/plain, anything else as JSON. Default: an RFC 9457 problem. */
   body?: (req: Req, denial: Denial) => MaybePromise<unknown>;
+  /** The whole response to a denial, in place of `body`: its status, headers (a Content-Type among them) and body. */
+  respond?: (req: Req, denial: Denial) => MaybePromise<DenialResponse>;
   /**
    * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
    * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
@@ -134,7 +146,7 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
 };
 
-const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
 const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy" or false';
@@ -161,7 +173,7 @@ const PEER_NAMES: PeerNames = {
   message: BODY_INSTEAD,
   errorMessage: BODY_INSTEAD,
   errorResponseBuilder: BODY_INSTEAD,
-  handler: 'use "body": (req, denial) => what to send, and "onDenied": (req, denial) => a side effect on each denial',
+  handler: 'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
   statusCode: 'use "status"',
   allowList: SKIP_INSTEAD,
   allowlist: SKIP_INSTEAD,
@@ -233,6 +245,28 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
     : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
 }
 
+const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
+
+/** A denial as `respond` shaped it, over the rate-limit `headers`; what it returned is checked here, on the request. */
+function responded(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
+  const valid =
+    typeof response === 'object' &&
+    response !== null &&
+    (response.status === undefined || isStatus(response.status)) &&
+    (response.headers === undefined || (typeof response.headers === 'object' && response.headers !== null && Object.values(response.headers).every((v) => typeof v === 'string')));
+  if (!valid) throw new InvalidOptionError('respond', response, 'a function returning { status?: 400 to 599, headers?: { name: string value }, body? }');
+  const own = Object.entries(response.headers ?? {});
+  const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+  const content = response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
+  return {
+    pass: false,
+    status: response.status ?? status,
+    headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
+    contentType: contentType ?? content.contentType,
+    body: content.body,
+  };
+}
+
 /**
  * The framework-neutral middleware: validates the options once, then decides each request from
  * the framework's request object and its facts. Adapters only translate the outcome, and say in
@@ -241,7 +275,8 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
   const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
   const limiter = limiterOf(o);
-  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
+  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
+  if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 599) {
@@ -257,7 +292,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
     throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
   }
   const addresses = clientAddressConfig(options, adapter.proxySetting);
-  const { key, cost, skip, onDenied, body } = options;
+  const { key, cost, skip, onDenied, body, respond } = options;
   const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
   const warned = new Set<SluiceWarningCode>();
@@ -287,6 +322,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
+    if (respond) return responded(await respond(req, denial), denial.status, headers);
     const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
     return { pass: false, status: denial.status, headers, ...content };
   }

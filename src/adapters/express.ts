@@ -8,7 +8,7 @@ const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
 export const clientAddress = clientAddressOf(expressFacts, EXPRESS.proxySetting);
 
-export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

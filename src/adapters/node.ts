@@ -8,7 +8,7 @@ declare module 'node:http' {
   }
 }
 
-export type { Denial, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /**
  * The facts of a node:http request (also under Express, Fastify and Koa), and the client address

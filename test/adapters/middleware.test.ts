@@ -406,6 +406,32 @@ for (const adapter of adapters) {
       });
     });
 
+    it('answers a denial as respond() shapes it: status, headers and body, beside the rate-limit fields', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({
+        global: {
+          limiter: limiter(1, 'pages'),
+          respond: (_req, denial) => ({ status: 403, headers: { 'Content-Type': 'text/html; charset=utf-8', 'X-Denied-By': denial.violated.map((p) => p.name).join() }, body: `<p>Back in ${denial.retryAfterMs / 1000} s</p>` }),
+        },
+      });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual(
+        [denied.status, denied.headers['content-type'], denied.headers['x-denied-by'], denied.headers['retry-after'], denied.headers.ratelimit, denied.body],
+        [403, 'text/html; charset=utf-8', 'pages', '50', '"pages";r=0;t=50', '<p>Back in 50 s</p>'],
+      );
+      // What respond() returns is checked on the request: a bad status is the app's bug, a 500.
+      const bad = await serve({ global: { limiter: limiter(1, 'bad'), respond: () => ({ status: 200 }) } });
+      await get(`${bad.url}/`);
+      const realError = console.error;
+      console.error = () => undefined;
+      try {
+        assert.equal((await get(`${bad.url}/`)).status, 500);
+      } finally {
+        console.error = realError;
+      }
+    });
+
     it('answers 500 when a callback throws, and goes on serving', async () => {
       const { limiter } = fakeClock();
       let calls = 0;

@@ -19,6 +19,8 @@ describe('middleware options', () => {
       ['key', { limiter, key: 'ip' }],
       ['skip', { limiter, skip: true }],
       ['headers', { limiter, headers: 'draft-9' }],
+      ['respond', { limiter, respond: { status: 403 } }],
+      ['body', { limiter, body: () => 'no', respond: () => ({ status: 403 }) }],
       ['status', { limiter, status: 302 }],
       ['status', { limiter, status: 600 }],
       ['status', { limiter, status: '429' }],
@@ -48,14 +50,14 @@ describe('middleware options', () => {
       ['legacyHeaders', false, 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy" or false'],
       ['message', 'slow down', 'use "body": (req, denial) => what to send'],
       ['errorResponseBuilder', () => ({}), 'use "body": (req, denial) => what to send'],
-      ['handler', () => undefined, 'use "body": (req, denial) => what to send, and "onDenied": (req, denial) => a side effect on each denial'],
+      ['handler', () => undefined, 'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial'],
       ['statusCode', 429, 'use "status"'],
       ['allowList', ['127.0.0.1'], 'use "skip": (req) => true lets a request through uncounted'],
       ['skipOnError', true, 'use "onStoreError": "allow"'],
       ['passOnStoreError', true, 'use "onStoreError": "allow"'],
       ['keyPrefix', 'api', 'use "prefix"'],
       ['validate', false, 'sluice checks every option when the middleware is built; there is nothing to turn off'],
-      ['trustedProxy', 1, 'its options are limiter, policy, store, prefix, key, cost, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet'],
+      ['trustedProxy', 1, 'its options are limiter, policy, store, prefix, key, cost, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet'],
     ];
     for (const [option, value, instead] of renamed) {
       assert.throws(

@@ -1,4 +1,5 @@
 import type { Request, RequestHandler } from 'express';
+import type { ClientAddressOptions } from '../http/client-address.js';
 import { clientAddressOf, type RateLimitOptions } from './core.js';
 import { incomingFacts, limitIncoming } from './node.js';
 
@@ -6,7 +7,7 @@ const expressFacts = (req: Request) => incomingFacts(req, () => req.ip);
 const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
-export const clientAddress = clientAddressOf(expressFacts, EXPRESS.proxySetting);
+export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(expressFacts, EXPRESS.proxySetting);
 
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 

@@ -245,10 +245,11 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
     : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
 }
 
+/** An HTTP error status: a denial's. */
 const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
 
 /** A denial as `respond` shaped it, over the rate-limit `headers`; what it returned is checked here, on the request. */
-function responded(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
+function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
   const valid =
     typeof response === 'object' &&
     response !== null &&
@@ -279,7 +280,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
   if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
-  if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 599) {
+  if (!isStatus(status)) {
     throw new InvalidOptionError('status', status, 'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)');
   }
   const onStoreError = o.onStoreError;
@@ -322,7 +323,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
-    if (respond) return responded(await respond(req, denial), denial.status, headers);
+    if (respond) return denialResponse(await respond(req, denial), denial.status, headers);
     const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
     return { pass: false, status: denial.status, headers, ...content };
   }

@@ -1,7 +1,7 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
-import { createLimiter, type Limiter } from '../core/limiter.js';
+import { createLimiter, type Limiter, type LimitOptions } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
-import { optionsObject } from '../core/validate.js';
+import { optionsObject, type PeerNames } from '../core/validate.js';
 import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
 import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
@@ -14,7 +14,8 @@ export type StoreFailurePolicy = 'allow' | 'deny';
 export interface Denial {
   /** 'limited': a policy's quota is spent. 'store-error': the store failed and the failure policy denied (the middleware's or the limiter's `onStoreError`). */
   readonly reason: 'limited' | 'store-error';
-  readonly status: 429 | 503;
+  /** The response's status: the `status` option's (429 by default), or 503 for a store error. */
+  readonly status: number;
   /** The client's rate-limit key. */
   readonly key: string;
   /** Every policy with its decision; empty when the store failed. */
@@ -41,11 +42,34 @@ export interface SluiceWarning {
 
 type MaybePromise<T> = T | Promise<T>;
 
+/**
+ * What a handler learns of its request's rate limit (`req.rateLimit`, `request.rateLimit`,
+ * `c.get('rateLimit')`, `ctx.state.rateLimit`): the limiter's decision and the client's key.
+ * Set on every request the store counted; absent on one skipped or decided without the store.
+ */
+export interface RateLimitInfo extends Decision {
+  readonly key: string;
+}
+
+/** What `respond` answers a denial with. */
+export interface DenialResponse {
+  /** From 400 to 599; default the denial's (the `status` option's, or 503 for a store error). */
+  readonly status?: number;
+  /** Sent besides (and over) the rate-limit fields and Retry-After; a `Content-Type` here is the body's. */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** A string is sent as it is (text/plain unless `headers` say otherwise), anything else as JSON; none: an empty body. */
+  readonly body?: unknown;
+}
+
 /** Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa). */
 export interface RateLimitOptions<Req> extends ClientAddressOptions {
   /** The limiter deciding each request. Or give `policy` and `store` (and `prefix`) to build one. */
   limiter?: Limiter;
-  policy?: Policy;
+  /**
+   * The policies to build a limiter with (beside `store`); or, as a function of the request with
+   * `limiter`, the policies of this request (tiers), given to `limiter.limit(key, { policy })`.
+   */
+  policy?: Policy | readonly Policy[] | ((req: Req) => MaybePromise<Policy | readonly Policy[]>);
   store?: Store;
   prefix?: string;
   /** The client's key (default: its IP address, see trustedProxies and ipv6Subnet). */
@@ -54,14 +78,20 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   cost?: (req: Req) => MaybePromise<number>;
   /** Return true to let a request through uncounted and without headers. */
   skip?: (req: Req) => MaybePromise<boolean>;
+  /** Give back (limiter.refund) what an admitted request cost once its response succeeded (status below 400). */
+  skipSuccessfulRequests?: boolean;
+  /** Give back what an admitted request cost once its response failed (status 400 or above, or cut off before it ended). */
+  skipFailedRequests?: boolean;
   /** Which rate-limit header fields to send (default 'draft-11'); Retry-After is always sent on a denial. */
   headers?: HeaderMode;
-  /** The status of a denial: 429 (default) or 503 for load shedding. */
-  status?: 429 | 503;
+  /** The status of a denial: 429 (default), 503 for load shedding, or any other from 400 to 599. */
+  status?: number;
   /** Called on every denial, before the response is sent (logging, metrics). */
   onDenied?: (req: Req, denial: Denial) => MaybePromise<void>;
   /** The body of a denial: a string is sent as text/plain, anything else as JSON. Default: an RFC 9457 problem. */
   body?: (req: Req, denial: Denial) => MaybePromise<unknown>;
+  /** The whole response to a denial, in place of `body`: its status, headers (a Content-Type among them) and body. */
+  respond?: (req: Req, denial: Denial) => MaybePromise<DenialResponse>;
   /**
    * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
    * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
@@ -79,12 +109,29 @@ export interface RequestFacts {
   header(name: string): string | undefined;
   /** The peer's address on the socket (undefined when the runtime does not tell). */
   readonly remoteAddress: string | undefined;
+  /** The client's address by the framework's own proxy setting, where it has one (read only for `trustedProxies: 'framework'`). */
+  readonly frameworkAddress?: string | undefined;
 }
 
-/** The response an adapter must produce: let the request pass with these headers, or answer now. */
+/** What an adapter adds to the shared options. */
+export interface AdapterSpec {
+  /** Options of its own, not refused as unknown. */
+  readonly options?: readonly string[];
+  /** Its framework's own proxy setting (e.g. "Express's `trust proxy`"), if `trustedProxies: 'framework'` may defer to it through `RequestFacts.frameworkAddress`. */
+  readonly proxySetting?: string;
+}
+
+/** Told the response's status once it is sent, or undefined when it was cut off first. */
+export type Responded = (status: number | undefined) => void;
+
+/**
+ * The response an adapter must produce: let the request pass with these headers, or answer now.
+ * A pass with `responded` wants to hear how the response ended, to refund the request if that
+ * outcome is not counted.
+ */
 export type Outcome =
-  | { readonly pass: true; readonly headers: HeaderFields }
-  | { readonly pass: false; readonly status: 429 | 503; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
+  | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded; readonly rateLimit?: RateLimitInfo }
+  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
 const UNKNOWN_CLIENT = 'unknown-client';
@@ -99,15 +146,72 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
 };
 
+const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+
+const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
+const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy" or false';
+const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
+const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
+const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
+
+/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter and koa-ratelimit would write, and sluice's option for it. */
+const PEER_NAMES: PeerNames = {
+  keyGenerator: 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)',
+  id: 'use "key": (req) => the client\'s key',
+  max: POLICY_INSTEAD,
+  limit: POLICY_INSTEAD,
+  windowMs: POLICY_INSTEAD,
+  timeWindow: POLICY_INSTEAD,
+  duration: POLICY_INSTEAD,
+  points: POLICY_INSTEAD,
+  standardHeaders: HEADERS_INSTEAD,
+  legacyHeaders: HEADERS_INSTEAD,
+  addHeaders: HEADERS_INSTEAD,
+  addHeadersOnExceeding: HEADERS_INSTEAD,
+  enableDraftSpec: HEADERS_INSTEAD,
+  disableHeader: HEADERS_INSTEAD,
+  message: BODY_INSTEAD,
+  errorMessage: BODY_INSTEAD,
+  errorResponseBuilder: BODY_INSTEAD,
+  handler: 'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
+  statusCode: 'use "status"',
+  allowList: SKIP_INSTEAD,
+  allowlist: SKIP_INSTEAD,
+  whitelist: SKIP_INSTEAD,
+  skipOnError: ALLOW_INSTEAD,
+  passOnStoreError: ALLOW_INSTEAD,
+  redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
+  keyPrefix: 'use "prefix"',
+  trustProxy: 'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
+  nameSpace: 'use "prefix"',
+  identifier: 'name the policy: fixedWindow({ ..., name })',
+  ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
+  validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
+  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
+  requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
+};
+
 function optionalFunction(options: Record<string, unknown>, name: string): void {
   if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, options[name], 'a function');
 }
 
+function optionalBoolean(options: Record<string, unknown>, name: string): boolean {
+  if (options[name] !== undefined && typeof options[name] !== 'boolean') throw new InvalidOptionError(name, options[name], 'true or false');
+  return options[name] === true;
+}
+
 function limiterOf(o: Record<string, unknown>): Limiter {
-  if (o.limiter !== undefined || (o.policy === undefined && o.store === undefined)) {
+  const perRequest = typeof o.policy === 'function';
+  if (o.limiter !== undefined || perRequest || (o.policy === undefined && o.store === undefined)) {
     const limiter = o.limiter as Limiter;
     if (typeof limiter !== 'object' || limiter === null || typeof limiter.limit !== 'function') {
-      throw new InvalidOptionError('limiter', o.limiter, 'a limiter from createLimiter(), or `policy` and `store` to build one');
+      const expected = perRequest ? 'a limiter from createLimiter(), whose store and prefix decide under the policies `policy(req)` returns' : 'a limiter from createLimiter(), or `policy` and `store` to build one';
+      throw new InvalidOptionError('limiter', o.limiter, expected);
+    }
+    // Beside a limiter, they would be ignored: its own policies and store decide.
+    if (o.store !== undefined) throw new InvalidOptionError('store', o.store, 'left out when `limiter` is given (its store decides)');
+    if (o.policy !== undefined && !perRequest) {
+      throw new InvalidOptionError('policy', o.policy, 'left out when `limiter` is given (its policies decide), or a function of the request choosing this request\'s policies');
     }
     return limiter;
   }
@@ -116,7 +220,8 @@ function limiterOf(o: Record<string, unknown>): Limiter {
 
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
 function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: string; problem?: AddressProblem } {
-  const { address, problem } = findClientAddress(config, facts.remoteAddress, facts.header(config.proxyHeader));
+  const deferred = config.trustedProxies === 'framework';
+  const { address, problem } = findClientAddress(config, facts.remoteAddress, deferred ? undefined : facts.header(config.proxyHeader), deferred ? facts.frameworkAddress : undefined);
   return { key: address === undefined ? UNKNOWN_CLIENT : addressKey(address, config.ipv6Subnet), problem };
 }
 
@@ -126,8 +231,8 @@ function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: 
  * e.g. `key: (req) => req.user?.id ?? clientAddress(req)`. Options as the middleware's; a bad one
  * throws InvalidOptionError.
  */
-export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts): (req: Req, options?: ClientAddressOptions) => string {
-  return (req, options = {}) => addressKeyOf(clientAddressConfig(options), factsOf(req)).key;
+export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts, proxySetting?: string): (req: Req, options?: ClientAddressOptions) => string {
+  return (req, options = {}) => addressKeyOf(clientAddressConfig(options, proxySetting), factsOf(req)).key;
 }
 
 // A misuse of the limiter (a bad key or cost) is the program's bug and goes to the framework's
@@ -140,23 +245,56 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
     : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
 }
 
+/** An HTTP error status: a denial's. */
+const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
+
+/** A denial as `respond` shaped it, over the rate-limit `headers`; what it returned is checked here, on the request. */
+function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
+  const valid =
+    typeof response === 'object' &&
+    response !== null &&
+    (response.status === undefined || isStatus(response.status)) &&
+    (response.headers === undefined || (typeof response.headers === 'object' && response.headers !== null && Object.values(response.headers).every((v) => typeof v === 'string')));
+  if (!valid) throw new InvalidOptionError('respond', response, 'a function returning { status?: 400 to 599, headers?: { name: string value }, body? }');
+  const own = Object.entries(response.headers ?? {});
+  const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+  const content = response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
+  return {
+    pass: false,
+    status: response.status ?? status,
+    headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
+    contentType: contentType ?? content.contentType,
+    body: content.body,
+  };
+}
+
 /**
  * The framework-neutral middleware: validates the options once, then decides each request from
- * the framework's request object and its facts. Adapters only translate the outcome.
+ * the framework's request object and its facts. Adapters only translate the outcome, and say in
+ * `adapter` what they add (options of their own, their framework's proxy setting).
  */
-export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req, facts: RequestFacts) => Promise<Outcome> {
-  const o = optionsObject('rateLimit', options);
+export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+  const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
   const limiter = limiterOf(o);
-  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'onWarning']) optionalFunction(o, name);
+  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
+  if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
-  if (status !== 429 && status !== 503) throw new InvalidOptionError('status', status, '429 or 503');
+  if (!isStatus(status)) {
+    throw new InvalidOptionError('status', status, 'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)');
+  }
   const onStoreError = o.onStoreError;
   if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
     throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
   }
-  const addresses = clientAddressConfig(options);
-  const { key, cost, skip, onDenied, body } = options;
+  const skipSuccessful = optionalBoolean(o, 'skipSuccessfulRequests');
+  const skipFailed = optionalBoolean(o, 'skipFailedRequests');
+  if ((skipSuccessful || skipFailed) && typeof limiter.refund !== 'function') {
+    throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
+  }
+  const addresses = clientAddressConfig(options, adapter.proxySetting);
+  const { key, cost, skip, onDenied, body, respond } = options;
+  const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
   const warned = new Set<SluiceWarningCode>();
   const warnOnce = (code: SluiceWarningCode, detail = '') => {
@@ -173,8 +311,19 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
     return key;
   }
 
+  /** What the adapter calls with the response's status, when some outcome is not counted. */
+  function refundIfUncounted(clientKey: string, requestCost: number, policy: LimitOptions['policy']): Responded | undefined {
+    if (!skipSuccessful && !skipFailed) return undefined;
+    return (status) => {
+      const succeeded = status !== undefined && status < 400;
+      if (succeeded ? !skipSuccessful : !skipFailed) return;
+      limiter.refund(clientKey, requestCost, { policy }).catch((error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (a refund): ${error instanceof Error ? error.message : String(error)}`));
+    };
+  }
+
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
+    if (respond) return denialResponse(await respond(req, denial), denial.status, headers);
     const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
     return { pass: false, status: denial.status, headers, ...content };
   }
@@ -183,10 +332,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
     if (skip && (await skip(req))) return { pass: true, headers: {} };
     const clientKey = key ? await key(req) : defaultKey(facts);
     const requestCost = cost ? await cost(req) : 1;
+    const policy = policyOf ? await policyOf(req) : undefined;
     let decision: Decision | undefined;
     let failure: unknown;
     try {
-      decision = await limiter.limit(clientKey, { cost: requestCost });
+      decision = await limiter.limit(clientKey, { cost: requestCost, policy });
       failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
@@ -201,8 +351,12 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>): (req: Req,
       const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
-    const headers = rateLimitHeaders(decision, mode);
-    if (decision.allowed) return { pass: true, headers };
+    const headers = rateLimitHeaders(decision, mode, Date.now(), clientKey);
+    // A shadow denial was admitted without being counted: there is nothing to give back.
+    if (decision.allowed) {
+      const responded = decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost, policy);
+      return { pass: true, headers, responded, rateLimit: { ...decision, key: clientKey } };
+    }
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };
     return deny(req, denial, headers, rateLimitProblem(status, denial.violated));
   };

@@ -1,11 +1,15 @@
 import type { Request, RequestHandler } from 'express';
-import type { RateLimitOptions } from './core.js';
-import { limitIncoming } from './node.js';
+import type { ClientAddressOptions } from '../http/client-address.js';
+import { clientAddressOf, type RateLimitOptions } from './core.js';
+import { incomingFacts, limitIncoming } from './node.js';
+
+const expressFacts = (req: Request) => incomingFacts(req, () => req.ip);
+const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
-export { clientAddress } from './node.js';
+export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(expressFacts, EXPRESS.proxySetting);
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach
@@ -14,7 +18,7 @@ export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreF
  *     app.use(rateLimit({ limiter }));
  */
 export function rateLimit(options: RateLimitOptions<Request>): RequestHandler {
-  const limit = limitIncoming(options);
+  const limit = limitIncoming(options, expressFacts, EXPRESS);
   return function sluiceRateLimit(req, res, next) {
     limit(req, res).then((pass) => {
       if (pass) next();

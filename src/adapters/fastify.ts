@@ -1,28 +1,60 @@
-import type { FastifyPluginCallback, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { clientAddressOf, createRateLimit, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
-import { incomingFacts } from './node.js';
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
+import { InvalidOptionError } from '../core/errors.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
+import { incomingFacts, onResponseEnd } from './node.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
-export type FastifyRateLimitOptions = RateLimitOptions<FastifyRequest>;
+/** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
+export type FastifyRateLimitHook = 'onRequest' | 'preHandler';
+
+export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
+  /** When to decide: 'onRequest' (default), or 'preHandler' to key on the parsed body, e.g. a login's username. */
+  hook?: FastifyRateLimitHook;
+}
+
+const fastifyFacts = (request: FastifyRequest) => incomingFacts(request.raw, () => request.ip);
+const PROXY_SETTING = "Fastify's `trustProxy` (request.ip)";
 
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
-export const clientAddress = clientAddressOf((request: FastifyRequest) => incomingFacts(request.raw));
+export const clientAddress = clientAddressOf(fastifyFacts, PROXY_SETTING);
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** This request's rate limit, set by the plugin's hook: see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
   interface FastifyContextConfig {
     /** This route's limit: options merged over the plugin's (e.g. `{ limiter: loginLimiter }`), or false for none. */
     rateLimit?: FastifyRateLimitOptions | false;
   }
 }
 
-function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise<Outcome>): onRequestHookHandler {
-  return async function sluiceRateLimit(request, reply) {
-    const outcome = await decide(request, incomingFacts(request.raw));
-    reply.headers(outcome.headers);
-    if (outcome.pass) return;
-    // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
-    return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
+// Ours, and Fastify's own register options, which it passes on to the plugin with ours.
+const ADAPTER_OPTIONS = ['hook', 'logLevel', 'logSerializers'];
+
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The options' hook and its handler; a bad option throws InvalidOptionError. */
+function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHook; handler: Hook } {
+  const decide = createRateLimit(options, { options: ADAPTER_OPTIONS, proxySetting: PROXY_SETTING });
+  const { hook: name = 'onRequest' } = options;
+  if (name !== 'onRequest' && name !== 'preHandler') {
+    throw new InvalidOptionError('hook', name, '"onRequest" (the default) or "preHandler" (after the body is parsed, to key on it)');
+  }
+  return {
+    name,
+    async handler(request, reply) {
+      const outcome = await decide(request, fastifyFacts(request));
+      reply.headers(outcome.headers);
+      if (outcome.pass) {
+        request.rateLimit = outcome.rateLimit;
+        onResponseEnd(reply.raw, outcome.responded);
+        return;
+      }
+      // A Buffer, so Fastify sends the content type as given instead of appending a charset to it.
+      return reply.code(outcome.status).type(outcome.contentType).send(Buffer.from(outcome.body));
+    },
   };
 }
 
@@ -36,23 +68,26 @@ function onRequest(decide: (req: FastifyRequest, facts: RequestFacts) => Promise
  */
 export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = function sluicePlugin(fastify, options, done) {
   const hasGlobalLimit = options.limiter !== undefined || options.policy !== undefined;
-  let global: onRequestHookHandler | undefined;
+  let global: ReturnType<typeof limitHook> | undefined;
   try {
-    global = hasGlobalLimit ? onRequest(createRateLimit(options)) : undefined;
+    global = hasGlobalLimit ? limitHook(options) : undefined;
   } catch (error) {
     // Fastify's loader does not catch what a plugin throws: handed to done(), it rejects register() and ready().
     done(error as Error);
     return;
   }
-  // A route naming its own limiter (or policy) inherits every other option, never the plugin's limiter.
+  // Declared, so every request has the property from the start (Fastify keeps one object shape).
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  // A route naming its own limiter (or policies to build one) inherits every other option, never the
+  // plugin's limiter; one choosing its policies per request decides them with the plugin's limiter.
   const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
-    const base = own && (own.limiter !== undefined || own.policy !== undefined) ? shared : options;
-    const hook = own === false ? undefined : own ? onRequest(createRateLimit({ ...base, ...own })) : global;
+    const base = own && (own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function')) ? shared : options;
+    const hook = own === false ? undefined : own ? limitHook({ ...base, ...own }) : global;
     if (hook === undefined) return;
-    const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
-    route.onRequest = [hook, ...existing];
+    const existing: unknown = route[hook.name];
+    route[hook.name] = [hook.handler, ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing])] as never;
   });
   done();
 };

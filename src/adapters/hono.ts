@@ -1,9 +1,17 @@
 import type { Context, MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
-import { clientAddressOf, createRateLimit, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions, type RequestFacts } from './core.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+declare module 'hono' {
+  interface ContextVariableMap {
+    /** This request's rate limit, set by sluice's middleware: see RateLimitInfo. */
+    rateLimit: RateLimitInfo | undefined;
+  }
+}
+
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };
@@ -34,15 +42,18 @@ export function clientAddress(c: Context, options: ClientAddressOptions & { getC
  *     app.use(rateLimit({ limiter, getConnInfo }));
  */
 export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
-  const decide = createRateLimit(options);
+  const decide = createRateLimit(options, { options: ['getConnInfo'] });
   const { getConnInfo, key } = options;
   if (typeof getConnInfo !== 'function' && key === undefined) {
     throw new InvalidOptionError('getConnInfo', getConnInfo, "your runtime's getConnInfo (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ...) so clients can be keyed by address, or a `key` function");
   }
   return async function sluiceRateLimit(c, next) {
     const outcome = await decide(c, honoFacts(c, getConnInfo));
-    if (!outcome.pass) return c.body(outcome.body, outcome.status, { ...outcome.headers, 'Content-Type': outcome.contentType });
+    if (!outcome.pass) return c.body(outcome.body, outcome.status as ContentfulStatusCode, { ...outcome.headers, 'Content-Type': outcome.contentType });
+    c.set('rateLimit', outcome.rateLimit);
     await next();
+    // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
+    outcome.responded?.(c.res.status);
     // After the handler, so the fields land on whatever Response it produced.
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value);
   };

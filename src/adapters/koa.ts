@@ -1,11 +1,22 @@
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
-import { clientAddressOf, createRateLimit, type RateLimitOptions } from './core.js';
-import { incomingFacts } from './node.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
 
-export type { Denial, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+declare module 'koa' {
+  interface DefaultState {
+    /** This request's rate limit, set by sluice's middleware: see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
+}
+import { incomingFacts, onResponseEnd } from './node.js';
+
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+
+// Structural, so a context of any State type fits.
+const koaFacts = (ctx: Pick<ParameterizedContext, 'req' | 'ip'>) => incomingFacts(ctx.req, () => ctx.ip);
+const KOA = { proxySetting: "Koa's `app.proxy` (ctx.ip)" };
 
 /** The middleware's default key for this request's client: `key: (ctx) => ctx.state.user?.id ?? clientAddress(ctx)`. */
-export const clientAddress = clientAddressOf((ctx: ParameterizedContext) => incomingFacts(ctx.req));
+export const clientAddress = clientAddressOf(koaFacts, KOA.proxySetting);
 
 /**
  * Koa middleware; callbacks receive the context.
@@ -15,11 +26,14 @@ export const clientAddress = clientAddressOf((ctx: ParameterizedContext) => inco
 export function rateLimit<State = DefaultState, Context = DefaultContext>(
   options: RateLimitOptions<ParameterizedContext<State, Context>>,
 ): Middleware<State, Context> {
-  const decide = createRateLimit(options);
+  const decide = createRateLimit(options, KOA);
   return async function sluiceRateLimit(ctx, next) {
-    const outcome = await decide(ctx, incomingFacts(ctx.req));
+    const outcome = await decide(ctx, koaFacts(ctx));
     ctx.set({ ...outcome.headers });
     if (outcome.pass) {
+      // Under the app's own State type too, which need not declare it.
+      (ctx.state as { rateLimit?: RateLimitInfo }).rateLimit = outcome.rateLimit;
+      onResponseEnd(ctx.res, outcome.responded);
       await next();
       return;
     }

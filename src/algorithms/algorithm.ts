@@ -1,4 +1,6 @@
 import type { Entry, Policy, Write } from '../core/types.js';
+import { formatDuration } from '../core/duration.js';
+import type { PeerNames } from '../core/validate.js';
 
 /**
  * What one policy says of one request before anything is written. The composite script asks every
@@ -70,4 +72,24 @@ export const unchanged = { write: undefined, done: false } as const;
 /** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
 export function definePolicy(fields: Omit<Policy, 'kind' | 'params'>, kind: Algorithm, params: readonly number[]): Policy {
   return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as Policy;
+}
+
+const WINDOW = 'ms, or a string such as "1m"';
+
+/** The peers' names (express-rate-limit, rate-limiter-flexible, @fastify/rate-limit) for a window policy's options. */
+export const WINDOW_PEER_NAMES: PeerNames = {
+  max: 'use "limit"',
+  points: 'use "limit"',
+  windowMs: `use "window" (${WINDOW})`,
+  timeWindow: `use "window" (${WINDOW})`,
+  duration: `use "window" (${WINDOW}; rate-limiter-flexible's duration is in seconds, sluice's numbers in ms)`,
+};
+
+/**
+ * A rate as an unnamed policy's default name, `<count>-per-<duration>` ('5-per-1s', '100-per-15m'):
+ * it tells a client reading the headers what the policy allows, and tells apart the policies of a
+ * limiter that differ in it. Always a valid name (see policyName).
+ */
+export function rateName(count: number, ms: number): string {
+  return `${count}-per-${formatDuration(ms)}`;
 }

@@ -9,7 +9,7 @@ export interface ConcurrencyOptions {
   limit: number;
   /** How long a lease holds its slot unless released or extended: a crashed holder frees it then. */
   leaseMs: Duration;
-  /** The policy's name in RateLimit headers (default 'concurrency'). */
+  /** The policy's name in RateLimit headers (default: the limit, e.g. '5-concurrent'). */
   name?: string;
 }
 
@@ -172,8 +172,11 @@ const algorithm = defineAlgorithm<Leases>({
 
 /** At most `limit` requests in progress per key; take a slot with `acquire()`, give it back with `release()`. */
 export function concurrency(options: ConcurrencyOptions): Policy {
-  const o = optionsObject('concurrency', options);
+  const o = optionsObject('concurrency', options, ['limit', 'leaseMs', 'name'], {
+    max: 'use "limit"',
+    timeout: 'use "leaseMs": how long a slot is held unless released',
+  });
   const limit = positiveInteger('limit', o.limit);
   const leaseMs = parseDuration('leaseMs', o.leaseMs);
-  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, 'concurrency'), limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
+  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, `${limit}-concurrent`), limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
 }

@@ -1,14 +1,14 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 
 export interface FixedWindowOptions {
   /** Requests admitted per window. */
   limit: number;
   /** The window: ms or a duration string ('1s', '1m'). Windows are aligned to the Redis server's clock. */
   window: Duration;
-  /** The policy's name in RateLimit headers (default 'fixed-window'). */
+  /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
 }
 
@@ -119,8 +119,8 @@ const algorithm = defineAlgorithm<number>({
 
 /** A counter per window. Cheap and exact within a window; up to 2x the limit across a window's edge. */
 export function fixedWindow(options: FixedWindowOptions): Policy {
-  const o = optionsObject('fixedWindow', options);
+  const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
-  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, 'fixed-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { definePolicy } from './algorithm.js';
+import { definePolicy, rateName } from './algorithm.js';
 import { freshAtAlgorithm } from './fresh-at.js';
 
 export interface GcraOptions {
@@ -12,7 +12,7 @@ export interface GcraOptions {
   period: Duration;
   /** How many requests may arrive at once (default `limit`). */
   burst?: number;
-  /** The policy's name in RateLimit headers (default 'gcra'). */
+  /** The policy's name in RateLimit headers (default: the rate, and the burst if not `limit`: '5-per-1s', '10-burst-5-per-1s'). */
   name?: string;
 }
 
@@ -31,7 +31,13 @@ const algorithm = freshAtAlgorithm('gcra');
  * Exact; the key's expiry holds the state, its value a remainder below 1,000.
  */
 export function gcra(options: GcraOptions): Policy {
-  const o = optionsObject('gcra', options);
+  const o = optionsObject('gcra', options, ['limit', 'period', 'burst', 'name'], {
+    max: 'use "limit"',
+    points: 'use "limit"',
+    window: 'use "period"',
+    windowMs: 'use "period"',
+    duration: 'use "period" (ms, or a string such as "1m")',
+  });
   const limit = positiveInteger('limit', o.limit);
   const periodMs = parseDuration('period', o.period);
   const burst = o.burst === undefined ? limit : positiveInteger('burst', o.burst);
@@ -50,5 +56,5 @@ export function gcra(options: GcraOptions): Policy {
   // down from, and the RateLimit-Policy quota), the burst; the window is the time to earn it again,
   // so that quota per window is still the rate (limit per period when there is no burst).
   const windowMs = Math.ceil((burst * periodMs) / limit);
-  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, 'gcra'), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
+  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, `${burst === limit ? '' : `${burst}-burst-`}${rateName(limit, periodMs)}`), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
 }

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface SlidingLogOptions {
@@ -9,7 +9,7 @@ export interface SlidingLogOptions {
   limit: number;
   /** The window: ms or a duration string ('1s', '1m'). */
   window: Duration;
-  /** The policy's name in RateLimit headers (default 'sliding-log'). */
+  /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
 }
 
@@ -146,8 +146,8 @@ const algorithm = defineAlgorithm<Log>({
 
 /** One entry per admitted request: exact over any window; memory grows with the limit. */
 export function slidingLog(options: SlidingLogOptions): Policy {
-  const o = optionsObject('slidingLog', options);
+  const o = optionsObject('slidingLog', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
-  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, 'sliding-log'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

@@ -2,14 +2,14 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */
   limit: number;
   /** The window: ms or a duration string ('1s', '1m'). */
   window: Duration;
-  /** The policy's name in RateLimit headers (default 'sliding-window'). */
+  /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
 }
 
@@ -156,7 +156,7 @@ const algorithm = defineAlgorithm<Counters>({
  * docs/algorithms.md for its measured error against the exact sliding log).
  */
 export function slidingWindow(options: SlidingWindowOptions): Policy {
-  const o = optionsObject('slidingWindow', options);
+  const o = optionsObject('slidingWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
   const limit = positiveInteger('limit', o.limit);
   // The weighted count is kept in request-ms, up to three times limit * window (previous, current
@@ -165,5 +165,5 @@ export function slidingWindow(options: SlidingWindowOptions): Policy {
   if (limit > mostExact) {
     throw new InvalidOptionError('limit', limit, `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`);
   }
-  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, 'sliding-window'), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

@@ -2,7 +2,7 @@ import { MAX_DURATION_MS } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveFinite, positiveInteger } from '../core/validate.js';
-import { definePolicy } from './algorithm.js';
+import { definePolicy, rateName } from './algorithm.js';
 import { freshAtAlgorithm } from './fresh-at.js';
 
 export interface TokenBucketOptions {
@@ -10,7 +10,7 @@ export interface TokenBucketOptions {
   capacity: number;
   /** Tokens added per second, continuously (fractions allowed: 0.5 is one token every 2 s). */
   refillPerSecond: number;
-  /** The policy's name in RateLimit headers (default 'token-bucket'). */
+  /** The policy's name in RateLimit headers (default: capacity and rate, e.g. '10-burst-2-per-1s'). */
   name?: string;
 }
 
@@ -30,7 +30,12 @@ const algorithm = freshAtAlgorithm('tb');
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
 export function tokenBucket(options: TokenBucketOptions): Policy {
-  const o = optionsObject('tokenBucket', options);
+  const o = optionsObject('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'], {
+    limit: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    max: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    points: 'use "capacity" (the largest burst) and "refillPerSecond"',
+    tokensPerInterval: 'use "refillPerSecond"',
+  });
   const capacity = positiveInteger('capacity', o.capacity);
   const refillPerSecond = positiveFinite('refillPerSecond', o.refillPerSecond);
   const windowMs = Math.ceil((capacity * 1000) / refillPerSecond);
@@ -44,7 +49,7 @@ export function tokenBucket(options: TokenBucketOptions): Policy {
   }
   return definePolicy({
     algorithm: 'token-bucket',
-    name: policyName(o.name, 'token-bucket'),
+    name: policyName(o.name, `${capacity}-burst-${rateName(refillPerSecond, 1000)}`),
     limit: capacity,
     windowMs,
     maxCost: capacity }, algorithm, [step, capacity, UNITS_PER_MS]);

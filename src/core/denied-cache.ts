@@ -36,7 +36,7 @@ export class DeniedCache {
   readonly now: () => number;
 
   constructor(options: unknown) {
-    const o = optionsObject('deniedCache', options);
+    const o = optionsObject('deniedCache', options, ['maxKeys', 'now']);
     this.maxKeys = positiveInteger('deniedCache.maxKeys', o.maxKeys);
     if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('deniedCache.now', o.now, 'a function returning ms');
     this.now = (o.now as (() => number) | undefined) ?? (() => performance.now());

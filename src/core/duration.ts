@@ -29,3 +29,9 @@ export function parseDuration(option: string, value: unknown, minMs = 1, Invalid
   if (!Number.isInteger(ms) || ms < minMs || ms > MAX_DURATION_MS) throw new Invalid(option, value, expected);
   return ms;
 }
+
+/** A duration in its largest whole unit, as parseDuration reads it: 60_000 is '1m', 1_500 is '1500ms'. */
+export function formatDuration(ms: number): string {
+  const unit = (['d', 'h', 'm', 's'] as const).find((u) => ms % UNIT_MS[u] === 0) ?? 'ms';
+  return `${ms / UNIT_MS[unit]}${unit}`;
+}

@@ -31,15 +31,19 @@ export function describe(value: unknown): string {
   return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
 }
 
-/** An option given to a factory (createLimiter, a policy, a store) is missing or invalid. */
+/**
+ * An option given to a factory (createLimiter, a policy, a store, a middleware) is missing, invalid
+ * or unknown. `message`, when given, replaces the usual "must be ..." (an unknown option's).
+ */
 export class InvalidOptionError extends SluiceError {
   readonly code = 'SLUICE_INVALID_OPTION';
   constructor(
     readonly option: string,
     readonly value: unknown,
     expected: string,
+    message = `option "${option}" must be ${expected}; got ${describe(value)}`,
   ) {
-    super(`sluice: option "${option}" must be ${expected}; got ${describe(value)}`);
+    super(`sluice: ${message}`);
     this.name = 'InvalidOptionError';
   }
 }

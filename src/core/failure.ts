@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from './duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
+import { optionsObject } from './validate.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:
@@ -66,16 +67,12 @@ function storeErrorPolicy(value: unknown): StoreErrorPolicy {
   throw new InvalidOptionError('onStoreError', value, "'allow', 'deny' or a fallback limiter from createLimiter()");
 }
 
+const HOOKS = ['storeError', 'recover'];
+
 function failureHooks(value: unknown): FailureHooks {
   if (value === undefined) return {};
-  const valid =
-    typeof value === 'object' &&
-    value !== null &&
-    ['storeError', 'recover'].every((name) => {
-      const hook = (value as Record<string, unknown>)[name];
-      return hook === undefined || typeof hook === 'function';
-    });
-  if (!valid) throw new InvalidOptionError('hooks', value, 'an object with optional storeError(failure) and recover(recovery) functions');
+  const hooks = optionsObject('hooks', value, HOOKS);
+  if (!HOOKS.every((name) => hooks[name] === undefined || typeof hooks[name] === 'function')) throw new InvalidOptionError('hooks', value, 'an object with optional storeError(failure) and recover(recovery) functions');
   return value as FailureHooks;
 }
 

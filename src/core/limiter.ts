@@ -8,7 +8,7 @@ import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
 import { compiled, scriptArgs, scriptFor, type Op } from './script.js';
 import type { Arg, Decision, Policy, PolicyDecision, Reply } from './types.js';
-import { optionsObject, positiveInteger } from './validate.js';
+import { optionsObject, positiveInteger, type PeerNames } from './validate.js';
 
 export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
@@ -183,9 +183,28 @@ interface Sent {
   reply?: Reply;
 }
 
+const LIMITER_OPTIONS = ['store', 'policy', 'prefix', 'shadow', 'penalty', 'deniedCache', 'timeout', 'onStoreError', 'hooks'];
+
+const POLICY_INSTEAD = 'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them';
+
+/** rate-limiter-flexible's and express-rate-limit's names for what createLimiter takes otherwise. */
+const LIMITER_PEER_NAMES: PeerNames = {
+  points: POLICY_INSTEAD,
+  duration: POLICY_INSTEAD,
+  limit: POLICY_INSTEAD,
+  max: POLICY_INSTEAD,
+  windowMs: POLICY_INSTEAD,
+  policies: POLICY_INSTEAD,
+  keyPrefix: 'use "prefix"',
+  storeClient: 'use "store": redisStore(client)',
+  blockDuration: 'use "penalty": { after: denials in a row, block: a duration }',
+  insuranceLimiter: 'use "onStoreError": a fallback limiter',
+  inMemoryBlockOnConsumed: 'use "deniedCache": { maxKeys }',
+};
+
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
 export function createLimiter(options: LimiterOptions): Limiter {
-  const o = optionsObject('createLimiter', options);
+  const o = optionsObject('createLimiter', options, LIMITER_OPTIONS, LIMITER_PEER_NAMES);
   if (!isStore(o.store)) throw new InvalidOptionError('store', o.store, 'a store: redisStore(client) or memoryStore()');
   const store = o.store;
   const policies = policyList(o.policy, InvalidOptionError);
@@ -197,7 +216,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const denied = o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency') ? undefined : new DeniedCache(o.deniedCache);
   let penalty = { strikes: 0, blockMs: 0 };
   if (o.penalty !== undefined) {
-    const p = optionsObject('penalty', o.penalty);
+    const p = optionsObject('penalty', o.penalty, ['after', 'block']);
     penalty = { strikes: positiveInteger('penalty.after', p.after), blockMs: parseDuration('penalty.block', p.block) };
   }
 

@@ -1,11 +1,25 @@
 import { InvalidOptionError } from './errors.js';
 
-/** The options object of a factory: a plain object, or InvalidOptionError naming the factory. */
-export function optionsObject(factory: string, value: unknown): Record<string, unknown> {
+/** What to use in sluice instead of another library's name for an option, by that name. */
+export type PeerNames = Readonly<Record<string, string>>;
+
+/**
+ * The options object of a factory: a plain object holding only the options it knows, or
+ * InvalidOptionError naming the factory (not an object) or the first unknown key. JavaScript has
+ * no type check, so without this a mistyped option, or one carried over from another library,
+ * would be silently ignored; for the latter, `peerNames` says what to use instead.
+ */
+export function optionsObject(factory: string, value: unknown, known: readonly string[], peerNames: PeerNames = {}): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidOptionError(factory, value, 'an options object');
   }
-  return value as Record<string, unknown>;
+  const options = value as Record<string, unknown>;
+  const unknown = Object.keys(options).find((key) => !known.includes(key));
+  if (unknown !== undefined) {
+    const instead = Object.hasOwn(peerNames, unknown) ? peerNames[unknown] : `its options are ${known.join(', ')}`;
+    throw new InvalidOptionError(unknown, options[unknown], `one of ${factory}'s options`, `${factory} has no option "${unknown}"; ${instead}`);
+  }
+  return options;
 }
 
 export function positiveInteger(option: string, value: unknown, max = Number.MAX_SAFE_INTEGER): number {

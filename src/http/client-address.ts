@@ -8,9 +8,11 @@ export interface ClientAddressOptions {
   /**
    * How many reverse proxies (load balancers, CDNs) stand between the clients and this server,
    * each appending the address it saw to `proxyHeader`. Default 0: the socket's address is the
-   * client, and proxy headers, which any client can write, are ignored.
+   * client, and proxy headers, which any client can write, are ignored. 'framework': the address
+   * the framework found by its own proxy setting (Express `trust proxy`, Fastify `trustProxy`, Koa
+   * `app.proxy`), for an app that already configures it; not on node:http and Hono, which have none.
    */
-  trustedProxies?: number;
+  trustedProxies?: number | 'framework';
   /** Which header the trusted proxies write (default 'x-forwarded-for'); the other one is ignored. */
   proxyHeader?: ProxyHeader;
   /** IPv6 clients are keyed by this prefix length (default 56), since one client usually holds a whole /64 or more. */
@@ -18,7 +20,7 @@ export interface ClientAddressOptions {
 }
 
 export interface ClientAddressConfig {
-  readonly trustedProxies: number;
+  readonly trustedProxies: number | 'framework';
   readonly proxyHeader: ProxyHeader;
   readonly ipv6Subnet: number;
 }
@@ -26,11 +28,20 @@ export interface ClientAddressConfig {
 // More proxies than this in front of one server is a mistake, not a deployment.
 const MAX_TRUSTED_PROXIES = 10;
 
-export function clientAddressConfig(options: ClientAddressOptions): ClientAddressConfig {
+/**
+ * The client-address options, checked. `proxySetting` names the framework's own proxy setting
+ * (e.g. "Express's `trust proxy`"), when it has one that `trustedProxies: 'framework'` may defer to.
+ */
+export function clientAddressConfig(options: ClientAddressOptions, proxySetting?: string): ClientAddressConfig {
   const { trustedProxies = 0, proxyHeader = 'x-forwarded-for', ipv6Subnet = 56 } = options;
-  if (typeof trustedProxies !== 'number' || !Number.isInteger(trustedProxies) || trustedProxies < 0 || trustedProxies > MAX_TRUSTED_PROXIES) {
+  if (trustedProxies === 'framework' && proxySetting === undefined) {
+    throw new InvalidOptionError('trustedProxies', trustedProxies, `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}: this framework has no proxy setting of its own to defer to`);
+  }
+  const deferred = trustedProxies === 'framework';
+  if (!deferred && (typeof trustedProxies !== 'number' || !Number.isInteger(trustedProxies) || trustedProxies < 0 || trustedProxies > MAX_TRUSTED_PROXIES)) {
     // `true` (trust every proxy) would let any client choose its own key by writing the header.
-    throw new InvalidOptionError('trustedProxies', trustedProxies, `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES} (sluice never trusts every proxy: clients could forge their key)`);
+    const framework = proxySetting === undefined ? '' : `, or "framework" to defer to ${proxySetting}`;
+    throw new InvalidOptionError('trustedProxies', trustedProxies, `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}${framework} (sluice never trusts every proxy: clients could forge their key)`);
   }
   if (proxyHeader !== 'x-forwarded-for' && proxyHeader !== 'forwarded') {
     throw new InvalidOptionError('proxyHeader', proxyHeader, '"x-forwarded-for" or "forwarded"');
@@ -119,9 +130,11 @@ export interface ClientAddress {
 /**
  * The client's address: `trustedProxies` hops from the right of the chain formed by the proxy
  * header's addresses followed by the socket's. Everything left of that hop was written by the
- * client or by proxies nobody vouches for, so it is never read.
+ * client or by proxies nobody vouches for, so it is never read. With `trustedProxies: 'framework'`,
+ * `frameworkAddress`, the one its own proxy setting chose.
  */
-export function findClientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined): ClientAddress {
+export function findClientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined, frameworkAddress?: string): ClientAddress {
+  if (config.trustedProxies === 'framework') return { address: frameworkAddress === undefined ? undefined : parseAddress(frameworkAddress) };
   const socket = socketAddress === undefined ? undefined : parseAddress(socketAddress);
   if (config.trustedProxies === 0) {
     return headerValue === undefined ? { address: socket } : { address: socket, problem: 'proxy-header-ignored' };

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { bindingPolicy } from '../core/binding.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Decision, PolicyDecision } from '../core/types.js';
@@ -5,14 +6,15 @@ import type { Decision, PolicyDecision } from '../core/types.js';
 /**
  * Which rate-limit header fields to send (units in docs/headers.md):
  * - 'draft-11': `RateLimit-Policy` and `RateLimit`, one item per policy (draft-ietf-httpapi-ratelimit-headers-11).
+ * - 'draft-8': the same fields as express-rate-limit 8 sends them: `t` the time to a full reset, and a partition key `pk`.
  * - 'draft-7': one `RateLimit` dictionary `limit=, remaining=, reset=` and `RateLimit-Policy: <q>;w=<s>`.
  * - 'draft-6': `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`.
  * - 'legacy': `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds, as GitHub).
  * - false: none. `Retry-After` is sent on every denial whatever the mode.
  */
-export type HeaderMode = 'draft-11' | 'draft-7' | 'draft-6' | 'legacy' | false;
+export type HeaderMode = 'draft-11' | 'draft-8' | 'draft-7' | 'draft-6' | 'legacy' | false;
 
-export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-7', 'draft-6', 'legacy', false];
+export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy', false];
 
 export type HeaderFields = Readonly<Record<string, string>>;
 
@@ -42,6 +44,28 @@ export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields
   return {
     'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
     RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`).join(', '),
+  };
+}
+
+/**
+ * draft-8's partition key: which of the server's partitions (here, which client key) the quota
+ * applies to, as an opaque Byte Sequence: the first 12 bytes of the key's SHA-256, so the key
+ * itself (an address, a user id) is not sent.
+ */
+function partitionKey(key: string): string {
+  return `:${createHash('sha256').update(key).digest().subarray(0, 12).toString('base64')}:`;
+}
+
+/**
+ * draft-8 (draft-ietf-httpapi-ratelimit-headers-08, express-rate-limit 8's 'draft-8'): draft-11's
+ * items, but `t` is the time to a full reset, as that draft defines it, and the policy carries the
+ * client's partition key `pk` when the key is known.
+ */
+export function draft8Headers(entries: readonly PolicyDecision[], key?: string): HeaderFields {
+  const pk = key === undefined ? '' : `;pk=${partitionKey(key)}`;
+  return {
+    'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}${pk}`).join(', '),
+    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
   };
 }
 
@@ -79,11 +103,13 @@ export function legacyHeaders(entries: readonly PolicyDecision[], nowMs: number)
   };
 }
 
-/** The rate-limit fields of one mode, without Retry-After. */
-export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[], nowMs: number): HeaderFields {
+/** The rate-limit fields of one mode, without Retry-After; `key` is the client's, for draft-8's `pk`. */
+export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[], nowMs: number, key?: string): HeaderFields {
   switch (mode) {
     case 'draft-11':
       return draft11Headers(entries);
+    case 'draft-8':
+      return draft8Headers(entries, key);
     case 'draft-7':
       return draft7Headers(entries);
     case 'draft-6':
@@ -111,10 +137,10 @@ export function violated(decision: Decision): readonly PolicyDecision[] {
 /**
  * Every header for a decision: the mode's fields, one item per policy where the mode allows, and
  * `Retry-After` (RFC 9110) on a denial, in whole seconds rounded up, so a client that waits that
- * long is admitted.
+ * long is admitted. `key`, the client's, gives draft-8 its partition key.
  */
-export function rateLimitHeaders(decision: Decision, mode: HeaderMode = 'draft-11', nowMs = Date.now()): HeaderFields {
-  const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs) };
+export function rateLimitHeaders(decision: Decision, mode: HeaderMode = 'draft-11', nowMs = Date.now(), key?: string): HeaderFields {
+  const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs, key) };
   if (!decision.allowed) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
   return headers;
 }

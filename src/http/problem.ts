@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { PolicyDecision } from '../core/types.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -14,14 +15,14 @@ export interface RateLimitProblem {
 }
 
 /**
- * 429: `quota-exceeded`, the client spent its quota. 503 (load shedding): `temporary-reduced-capacity`,
- * the server admits less than usual for now.
+ * 503 (load shedding): `temporary-reduced-capacity`, the server admits less than usual for now.
+ * Any other status (429 by default): `quota-exceeded`, the client spent its quota.
  */
-export function rateLimitProblem(status: 429 | 503, violated: readonly PolicyDecision[]): RateLimitProblem {
+export function rateLimitProblem(status: number, violated: readonly PolicyDecision[]): RateLimitProblem {
   const names = violated.map((p) => p.name);
-  return status === 429
-    ? { type: `${PROBLEM_TYPES}#quota-exceeded`, title: 'Too Many Requests: the quota of this client is exceeded', status, 'violated-policies': names }
-    : { type: `${PROBLEM_TYPES}#temporary-reduced-capacity`, title: 'Service Unavailable: capacity is temporarily reduced', status, 'violated-policies': names };
+  return status === 503
+    ? { type: `${PROBLEM_TYPES}#temporary-reduced-capacity`, title: 'Service Unavailable: capacity is temporarily reduced', status, 'violated-policies': names }
+    : { type: `${PROBLEM_TYPES}#quota-exceeded`, title: `${STATUS_CODES[status] ?? `Error ${status}`}: the quota of this client is exceeded`, status, 'violated-policies': names };
 }
 
 /** The body of a request denied because the store failed and `onStoreError` is 'deny'. */

@@ -163,7 +163,7 @@ function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
-  const o = optionsObject('observe', options);
+  const o = optionsObject('observe', options, ['meter', 'onDecision', 'onStoreError', 'onRecover', 'includeKeys']);
   if (o.meter !== undefined && !isMeter(o.meter)) throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
   if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean') throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
   const onDecision = optionalFunction<ObserveOptions['onDecision']>('onDecision', o.onDecision);

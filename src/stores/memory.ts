@@ -49,7 +49,7 @@ export interface MemoryStore extends Store {
 
 /** State in this process, decided by the algorithms' TypeScript twins: the same semantics as Redis. */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
-  const o = optionsObject('memoryStore', options);
+  const o = optionsObject('memoryStore', options, ['maxKeys', 'now']);
   const maxKeys = o.maxKeys === undefined ? 100_000 : positiveInteger('maxKeys', o.maxKeys);
   if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('now', o.now, 'a function returning ms');
   const now = (o.now as (() => number) | undefined) ?? Date.now;

@@ -11,7 +11,7 @@ import Koa from 'koa';
 import type { Request } from 'express';
 import type { FastifyRequest } from 'fastify';
 import type { Context } from 'hono';
-import type { RateLimitOptions } from '../../src/adapters/core.js';
+import type { RateLimitInfo, RateLimitOptions } from '../../src/adapters/core.js';
 import { clientAddress as expressClientAddress, rateLimit as expressRateLimit } from '../../src/adapters/express.js';
 import { clientAddress as fastifyClientAddress, rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { clientAddress as honoClientAddress, rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
@@ -23,13 +23,23 @@ import type { ClientAddressOptions } from '../../src/http/client-address.js';
  * The app every adapter serves in the behavioural suite:
  * - GET /       'home', limited by `global`;
  * - GET /health 'ok', limited by `global` unless `skipPath` names it;
+ * - GET /fail   400 'bad', limited by `global`;
+ * - GET /info   what the framework's place for it holds of the request's rate limit (InfoBody), limited by `global`;
  * - GET /login  'login', limited only by its own `login` options (when given).
  */
 export interface AppSpec {
   readonly global: RateLimitOptions<unknown>;
   readonly login?: RateLimitOptions<unknown>;
   readonly skipPath?: string;
+  /** Turn on the framework's own proxy setting, trusting one proxy, where it has one. */
+  readonly frameworkProxy?: boolean;
 }
+
+/** What /info answers: the handler's view of its request's rate limit, or null when it has none. */
+export type InfoBody = { key: string; allowed: boolean; remaining: number; policies: string[] } | null;
+
+const infoOf = (info: RateLimitInfo | undefined): InfoBody =>
+  info ? { key: info.key, allowed: info.allowed, remaining: info.remaining, policies: info.policies.map((p) => p.name) } : null;
 
 export interface RunningApp {
   readonly url: string;
@@ -41,6 +51,10 @@ export interface Adapter {
   serve(spec: AppSpec): Promise<RunningApp>;
   /** The adapter's exported clientAddress, on what its callbacks receive. */
   clientAddress(req: unknown, options?: ClientAddressOptions): string;
+  /** Whether the framework has a proxy setting of its own (`trustedProxies: 'framework'`). */
+  readonly proxySetting: boolean;
+  /** A request header, from what its callbacks receive. */
+  header(req: unknown, name: string): string | undefined;
 }
 
 function listen(listener: RequestListener): Promise<RunningApp> {
@@ -66,12 +80,17 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
   return {
     name,
     clientAddress: (req, options) => expressClientAddress(req as Request, options),
+    header: (req, name) => (req as Request).get(name),
+    proxySetting: true,
     serve(spec) {
       const app = express();
+      if (spec.frameworkProxy) app.set('trust proxy', 1);
       if (spec.login) app.get('/login', expressRateLimit(spec.login), (_req, res) => void res.send('login'));
       app.use(expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)));
       app.get('/', (_req, res) => void res.send('home'));
       app.get('/health', (_req, res) => void res.send('ok'));
+      app.get('/fail', (_req, res) => void res.status(400).send('bad'));
+      app.get('/info', (req, res) => void res.json(infoOf(req.rateLimit)));
       return listen(app);
     },
   };
@@ -80,6 +99,8 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
 const nodeAdapter: Adapter = {
   name: 'node:http',
   clientAddress: (req, options) => nodeClientAddress(req as IncomingMessage, options),
+  header: (req, name) => (req as IncomingMessage).headers[name] as string | undefined,
+  proxySetting: false,
   serve(spec) {
     const global = nodeRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname));
     const login = spec.login ? nodeRateLimit(spec.login) : undefined;
@@ -89,7 +110,10 @@ const nodeAdapter: Adapter = {
         if (await login(req, res)) res.end('login');
         return;
       }
-      if (await global(req, res)) res.end(path === '/health' ? 'ok' : 'home');
+      if (!(await global(req, res))) return;
+      if (path === '/info') return void res.end(JSON.stringify(infoOf(req.rateLimit)));
+      if (path === '/fail') res.statusCode = 400;
+      res.end(path === '/health' ? 'ok' : path === '/fail' ? 'bad' : 'home');
     });
   },
 };
@@ -97,11 +121,16 @@ const nodeAdapter: Adapter = {
 const fastifyAdapter: Adapter = {
   name: 'fastify',
   clientAddress: (req, options) => fastifyClientAddress(req as FastifyRequest, options),
+  header: (req, name) => (req as FastifyRequest).headers[name] as string | undefined,
+  proxySetting: true,
   async serve(spec) {
-    const app = Fastify();
+    // Fastify 5.12 ignores a hop count (it cannot tell the peer is a proxy): trust the loopback proxy by address.
+    const app = Fastify({ trustProxy: spec.frameworkProxy ? '127.0.0.1' : false });
     await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
     app.get('/', async () => 'home');
     app.get('/health', async () => 'ok');
+    app.get('/fail', async (_request, reply) => reply.code(400).send('bad'));
+    app.get('/info', async (request) => infoOf(request.rateLimit));
     if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, async () => 'login');
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     return { url, close: () => app.close() };
@@ -111,6 +140,8 @@ const fastifyAdapter: Adapter = {
 const honoAdapter: Adapter = {
   name: 'hono',
   clientAddress: (c, options) => honoClientAddress(c as Context, { getConnInfo, ...options }),
+  header: (c, name) => (c as Context).req.header(name),
+  proxySetting: false,
   serve(spec) {
     const app = new Hono();
     if (spec.login) app.get('/login', honoRateLimit({ getConnInfo, ...spec.login }), (c) => c.text('login'));
@@ -118,6 +149,8 @@ const honoAdapter: Adapter = {
     // A raw Response, not c.text(): the headers must land on whatever the handler returns.
     app.get('/', () => new Response('home'));
     app.get('/health', (c) => c.text('ok'));
+    app.get('/fail', (c) => c.text('bad', 400));
+    app.get('/info', (c) => c.json(infoOf(c.get('rateLimit'))));
     return listen(getRequestListener(app.fetch));
   },
 };
@@ -125,8 +158,12 @@ const honoAdapter: Adapter = {
 const koaAdapter: Adapter = {
   name: 'koa',
   clientAddress: (ctx, options) => koaClientAddress(ctx as Koa.Context, options),
+  header: (ctx, name) => (ctx as Koa.Context).get(name) || undefined,
+  proxySetting: true,
   serve(spec) {
     const app = new Koa();
+    // Koa's ctx.ip is the leftmost of the last maxIpsCount addresses: 1 reads only what one proxy appended.
+    if (spec.frameworkProxy) Object.assign(app, { proxy: true, maxIpsCount: 1 });
     if (spec.login) {
       const login = new Router();
       login.get('/login', koaRateLimit(spec.login), (ctx) => void (ctx.body = 'login'));
@@ -136,6 +173,11 @@ const koaAdapter: Adapter = {
     const routes = new Router();
     routes.get('/', (ctx) => void (ctx.body = 'home'));
     routes.get('/health', (ctx) => void (ctx.body = 'ok'));
+    routes.get('/info', (ctx) => void (ctx.body = JSON.stringify(infoOf(ctx.state.rateLimit))));
+    routes.get('/fail', (ctx) => {
+      ctx.status = 400;
+      ctx.body = 'bad';
+    });
     app.use(routes.routes());
     return listen(app.callback());
   },

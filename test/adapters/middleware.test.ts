@@ -3,14 +3,19 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
+import Fastify from 'fastify';
+import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../src/adapters/fastify.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
-import { adapters, get, type AppSpec, type RunningApp } from './apps.js';
+import { adapters, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
 
 // A window edge: the fake clock starts 10 s into a minute, so a 1-minute window resets in 50 s.
 const MINUTE_EDGE = 1_800_000_000_000;
 const START = MINUTE_EDGE + 10_000;
+
+// draft-8's partition key of the clients these tests send from: the first 12 bytes of SHA-256("127.0.0.1").
+const PK_127_0_0_1 = ':EsoXtJryKJQ28wPg:';
 
 /** A memory store on a clock the test moves by hand. */
 function fakeClock() {
@@ -19,6 +24,32 @@ function fakeClock() {
   // Limiters sharing a store need their own prefixes, or they count the same keys.
   const limiter = (limit: number, name = 'fixed-window'): Limiter => createLimiter({ store, prefix: name, policy: fixedWindow({ limit, window: '1m', name }) });
   return { clock, limiter };
+}
+
+/** `limiter` with its refunds recorded, and a way to wait until some number of them have settled. */
+function watchRefunds(limiter: Limiter) {
+  const calls: string[] = [];
+  let settled = () => undefined as void;
+  const watched: Limiter = {
+    ...limiter,
+    async refund(key, cost, options) {
+      const refunded = await limiter.refund(key, cost, options);
+      calls.push(`${key} ${cost} ${refunded}`);
+      settled();
+      return refunded;
+    },
+  };
+  const reach = (count: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${calls.length} refunds, not ${count}`)), 2_000);
+      settled = () => {
+        if (calls.length < count) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      settled();
+    });
+  return { watched, refunds: { calls, reach } };
 }
 
 /** The rate-limit fields of a reply (every header sluice may send), absent ones left out. */
@@ -60,7 +91,7 @@ for (const adapter of adapters) {
     it('refuses a bad option at start with InvalidOptionError, and the process goes on', async () => {
       const { limiter } = fakeClock();
       await assert.rejects(
-        async () => serve({ global: { limiter: limiter(1), status: 418 as 429 } }),
+        async () => serve({ global: { limiter: limiter(1), status: 302 } }),
         (error: unknown) => error instanceof InvalidOptionError && error.option === 'status',
       );
     });
@@ -85,7 +116,7 @@ for (const adapter of adapters) {
       });
     });
 
-    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 keeps the full reset', async () => {
+    it('draft-11 t is the wait for more quota, not for a full bucket; draft-7 and draft-8 keep the full reset', async () => {
       const { clock } = fakeClock();
       const store = memoryStore({ now: () => clock.now });
       const policy = tokenBucket({ capacity: 10, refillPerSecond: 1, name: 'tb' });
@@ -102,6 +133,19 @@ for (const adapter of adapters) {
       assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
       for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
       assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
+      const draft8 = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-8', policy }), headers: 'draft-8' } });
+      for (let i = 0; i < 11; i++) await get(`${draft8.url}/`);
+      assert.deepEqual(rateLimitFields((await get(`${draft8.url}/`)).headers), { 'ratelimit-policy': `"tb";q=10;w=10;pk=${PK_127_0_0_1}`, ratelimit: '"tb";r=0;t=10', 'retry-after': '1' });
+    });
+
+    it('names unnamed policies by what they allow, in the headers and the problem body', async () => {
+      const clock = { now: START };
+      const policy = [slidingLog({ limit: 1, window: '1s' }), slidingLog({ limit: 5, window: '1m' })];
+      const app = await serve({ global: { limiter: createLimiter({ store: memoryStore({ now: () => clock.now }), policy }) } });
+      assert.equal((await get(`${app.url}/`)).status, 200);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual(rateLimitFields(denied.headers), { 'ratelimit-policy': '"1-per-1s";q=1;w=1, "5-per-1m";q=5;w=60', ratelimit: '"1-per-1s";r=0;t=1, "5-per-1m";r=4;t=60', 'retry-after': '1' });
+      assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['1-per-1s']);
     });
 
     it('admits a client that waits Retry-After seconds, and not one ms sooner', async () => {
@@ -121,6 +165,20 @@ for (const adapter of adapters) {
       assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"fixed-window";r=3;t=50');
       assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
     });
+
+    for (const [option, refunded, counted] of [['skipFailedRequests', '/fail', '/'], ['skipSuccessfulRequests', '/', '/fail']] as const) {
+      it(`${option}: gives back what a request to ${refunded} cost once answered, and counts ${counted}`, async () => {
+        const { limiter } = fakeClock();
+        const { watched, refunds } = watchRefunds(limiter(2));
+        const app = await serve({ global: { limiter: watched, [option]: true, cost: () => 1 } });
+        for (let i = 1; i <= 3; i++) {
+          assert.equal((await get(`${app.url}${refunded}`)).status, refunded === '/fail' ? 400 : 200);
+          await refunds.reach(i);
+        }
+        assert.deepEqual(await statuses(`${app.url}${counted}`, 3), counted === '/fail' ? [400, 400, 429] : [200, 200, 429]);
+        assert.deepEqual(refunds.calls, ['127.0.0.1 1 true', '127.0.0.1 1 true', '127.0.0.1 1 true']);
+      });
+    }
 
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
       const { limiter } = fakeClock();
@@ -145,6 +203,23 @@ for (const adapter of adapters) {
       assert.equal((await through('::ffff:203.0.113.9')).status, 429);
       assert.equal((await through('203.0.113.10')).status, 200);
       assert.deepEqual(warnings, []);
+    });
+
+    it(`with trustedProxies 'framework', ${adapter.proxySetting ? 'keys clients by the framework\'s own proxy setting' : 'is refused: the framework has no proxy setting'}`, async () => {
+      const { limiter } = fakeClock();
+      const warnings: SluiceWarning[] = [];
+      const spec: AppSpec = { global: { limiter: limiter(1), trustedProxies: 'framework', onWarning: (warning) => warnings.push(warning) }, frameworkProxy: true };
+      if (!adapter.proxySetting) {
+        await assert.rejects(async () => serve(spec), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies' && error.message.includes('no proxy setting of its own'));
+        return;
+      }
+      const app = await serve(spec);
+      const through = async (chain: string) => (await get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } })).status;
+      assert.deepEqual([await through('203.0.113.9'), await through('198.51.100.1, 203.0.113.9'), await through('::ffff:203.0.113.9'), await through('203.0.113.10')], [200, 429, 429, 200]);
+      assert.deepEqual(warnings, []);
+      // Without the framework's setting, it sees only the socket: every client is 127.0.0.1.
+      const unset = await serve({ global: { limiter: limiter(1, 'unset'), trustedProxies: 'framework' } });
+      assert.deepEqual([(await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.9' } })).status, (await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.10' } })).status], [200, 429]);
     });
 
     it('groups IPv6 clients by /56: one client rotating through its addresses shares one quota', async () => {
@@ -216,12 +291,13 @@ for (const adapter of adapters) {
 
     it('sends the fields of each header mode, and only those', async () => {
       const expected: Record<string, Record<string, string>> = {
+        'draft-8': { 'ratelimit-policy': `"fixed-window";q=1;w=60;pk=${PK_127_0_0_1}`, ratelimit: '"fixed-window";r=0;t=50', 'retry-after': '50' },
         'draft-7': { 'ratelimit-policy': '1;w=60', ratelimit: 'limit=1, remaining=0, reset=50', 'retry-after': '50' },
         'draft-6': { 'ratelimit-policy': '1;w=60', 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': '50', 'retry-after': '50' },
         legacy: { 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String((START + 50_000) / 1000), 'retry-after': '50' },
         false: { 'retry-after': '50' },
       };
-      for (const mode of ['draft-7', 'draft-6', 'legacy', false] as const) {
+      for (const mode of ['draft-8', 'draft-7', 'draft-6', 'legacy', false] as const) {
         const { clock, limiter } = fakeClock();
         // The legacy reset is epoch seconds from this server's clock: pin it to the fake one.
         const realNow = Date.now;
@@ -240,11 +316,16 @@ for (const adapter of adapters) {
       // The issue's example: [2 per 1 s, 5 per 1 h], three calls of cost 2; the third is denied by both.
       const expected: Record<string, Record<string, string>> = {
         'draft-11': { 'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600', ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589', 'retry-after': '3589' },
+        'draft-8': {
+          'ratelimit-policy': `"per-second";q=2;w=1;pk=${PK_127_0_0_1}, "per-hour";q=5;w=3600;pk=${PK_127_0_0_1}`,
+          ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589',
+          'retry-after': '3589',
+        },
         'draft-7': { 'ratelimit-policy': '5;w=3600', ratelimit: 'limit=5, remaining=1, reset=3589', 'retry-after': '3589' },
         'draft-6': { 'ratelimit-policy': '5;w=3600', 'ratelimit-limit': '5', 'ratelimit-remaining': '1', 'ratelimit-reset': '3589', 'retry-after': '3589' },
         legacy: { 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000), 'retry-after': '3589' },
       };
-      for (const mode of ['draft-11', 'draft-7', 'draft-6', 'legacy'] as const) {
+      for (const mode of ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy'] as const) {
         const clock = { now: START };
         const store = memoryStore({ now: () => clock.now });
         const policy = [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })];
@@ -281,6 +362,74 @@ for (const adapter of adapters) {
       assert.equal(denied.headers['content-type'], 'application/json; charset=utf-8');
       assert.deepEqual(JSON.parse(denied.body), { error: 'busy', retryInMs: 50_000 });
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
+    });
+
+    it('decides each request under the policies policy(req) returns, sharing the key\'s state', async () => {
+      const { limiter } = fakeClock();
+      const free = limiter(1, 'free');
+      const pro = fixedWindow({ limit: 3, window: '1m', name: 'pro' });
+      const app = await serve({ global: { limiter: free, policy: (req) => (adapter.header(req, 'x-tier') === 'pro' ? pro : free.policies) } });
+      const as = async (tier: string) => {
+        const reply = await get(`${app.url}/`, { headers: { 'X-Tier': tier } });
+        return `${reply.status} ${reply.headers.ratelimit}`;
+      };
+      assert.deepEqual([await as('free'), await as('free'), await as('pro'), await as('pro'), await as('pro')], [
+        '200 "free";r=0;t=50',
+        '429 "free";r=0;t=50',
+        '200 "pro";r=1;t=50',
+        '200 "pro";r=0;t=50',
+        '429 "pro";r=0;t=50',
+      ]);
+    });
+
+    it('shows the handler its request\'s rate limit, in the framework\'s own place', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(5, 'per-minute') } });
+      await get(`${app.url}/`);
+      const info: InfoBody = JSON.parse((await get(`${app.url}/info`)).body);
+      assert.deepEqual(info, { key: '127.0.0.1', allowed: true, remaining: 3, policies: ['per-minute'] });
+      const skipped = await serve({ global: { limiter: limiter(5, 'skipped') }, skipPath: '/info' });
+      assert.equal((await get(`${skipped.url}/info`)).body, 'null');
+    });
+
+    it('answers any error status it is given, with a quota-exceeded problem', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1, 'daily'), status: 403 } });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual([denied.status, denied.headers['retry-after'], denied.headers['content-type']], [403, '50', 'application/problem+json']);
+      assert.deepEqual(JSON.parse(denied.body), {
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Forbidden: the quota of this client is exceeded',
+        status: 403,
+        'violated-policies': ['daily'],
+      });
+    });
+
+    it('answers a denial as respond() shapes it: status, headers and body, beside the rate-limit fields', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({
+        global: {
+          limiter: limiter(1, 'pages'),
+          respond: (_req, denial) => ({ status: 403, headers: { 'Content-Type': 'text/html; charset=utf-8', 'X-Denied-By': denial.violated.map((p) => p.name).join() }, body: `<p>Back in ${denial.retryAfterMs / 1000} s</p>` }),
+        },
+      });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.deepEqual(
+        [denied.status, denied.headers['content-type'], denied.headers['x-denied-by'], denied.headers['retry-after'], denied.headers.ratelimit, denied.body],
+        [403, 'text/html; charset=utf-8', 'pages', '50', '"pages";r=0;t=50', '<p>Back in 50 s</p>'],
+      );
+      // What respond() returns is checked on the request: a bad status is the app's bug, a 500.
+      const bad = await serve({ global: { limiter: limiter(1, 'bad'), respond: () => ({ status: 200 }) } });
+      await get(`${bad.url}/`);
+      const realError = console.error;
+      console.error = () => undefined;
+      try {
+        assert.equal((await get(`${bad.url}/`)).status, 500);
+      } finally {
+        console.error = realError;
+      }
     });
 
     it('answers 500 when a callback throws, and goes on serving', async () => {
@@ -344,3 +493,35 @@ for (const adapter of adapters) {
     }
   });
 }
+
+describe('fastify hook option', () => {
+  // Keyed by the username in the body: only a preHandler sees it parsed.
+  async function login(hook: FastifyRateLimitHook | undefined) {
+    const { limiter } = fakeClock();
+    const keys: string[] = [];
+    const app = Fastify();
+    await app.register(fastifyRateLimit, { limiter: limiter(1), hook, key: (request) => `user:${(request.body as { user?: string } | undefined)?.user}`, onDenied: (_request, denial) => void keys.push(denial.key) });
+    app.post('/login', async () => 'welcome');
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    const post = async (user: string) => (await fetch(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user }) })).status;
+    try {
+      return { statuses: [await post('ada'), await post('ada'), await post('bob')], keys };
+    } finally {
+      await app.close();
+    }
+  }
+
+  it("'preHandler' decides after the body is parsed, so a key may read it", async () => {
+    assert.deepEqual(await login('preHandler'), { statuses: [200, 429, 200], keys: ['user:ada'] });
+  });
+
+  it("'onRequest' (the default) decides before the body is read", async () => {
+    assert.deepEqual(await login(undefined), { statuses: [200, 429, 429], keys: ['user:undefined', 'user:undefined'] });
+  });
+
+  it('refuses another hook', async () => {
+    const app = Fastify();
+    await assert.rejects(async () => app.register(fastifyRateLimit, { limiter: fakeClock().limiter(1), hook: 'onSend' as FastifyRateLimitHook }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'hook');
+    await app.close();
+  });
+});

@@ -15,7 +15,7 @@ describe('examples/metrics-prometheus.ts', () => {
       for (let i = 0; i < 7; i++) statuses.push((await fetch(`${example.url}/`)).status);
       assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429]);
       const text = await (await fetch(`${example.url}/metrics`)).text();
-      const labels = `sluice_prefix="${prefix}",sluice_policy="fixed-window",sluice_algorithm="fixed-window"`;
+      const labels = `sluice_prefix="${prefix}",sluice_policy="5-per-1m",sluice_algorithm="fixed-window"`;
       const scope = 'otel_scope_name="sluice"';
       const line = (name: string) => text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
       assert.equal(line('sluice_requests_allowed_total'), `sluice_requests_allowed_total{${labels},${scope}} 5`);

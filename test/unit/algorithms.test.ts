@@ -134,8 +134,8 @@ describe('gcra twin', () => {
 describe('gcra limit: the most admitted at once, its burst', () => {
   it('reports the burst as the limit, and the time to earn it as the window, so the headers keep the rate', async () => {
     for (const [burst, windowMs, policyHeader] of [
-      [3, 600, '"gcra";q=3;w=1'],
-      [10, 2_000, '"gcra";q=10;w=2'],
+      [3, 600, '"3-burst-5-per-1s";q=3;w=1'],
+      [10, 2_000, '"10-burst-5-per-1s";q=10;w=2'],
     ] as const) {
       const { limiter } = withClock(gcra({ limit: 5, period: '1s', burst }), 0);
       assert.deepEqual([limiter.policy.limit, limiter.policy.windowMs], [burst, windowMs]);

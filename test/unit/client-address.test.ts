@@ -85,6 +85,14 @@ describe('clientAddressConfig', () => {
     assert.deepEqual(clientAddressConfig({}), { trustedProxies: 0, proxyHeader: 'x-forwarded-for', ipv6Subnet: 56 });
   });
 
+  it("defers to the framework's proxy setting only where the adapter has one", () => {
+    assert.throws(() => clientAddressConfig({ trustedProxies: 'framework' }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies');
+    const deferring = clientAddressConfig({ trustedProxies: 'framework' }, "Express's `trust proxy`");
+    assert.deepEqual(findClientAddress(deferring, '10.0.0.2', undefined, '::ffff:203.0.113.9'), { address: '203.0.113.9' });
+    assert.deepEqual(findClientAddress(deferring, '10.0.0.2', undefined, undefined), { address: undefined });
+    assert.throws(() => clientAddressConfig({ trustedProxies: true as never }, "Express's `trust proxy`"), (error: unknown) => error instanceof InvalidOptionError && error.message.includes('or "framework" to defer to Express\'s `trust proxy`'));
+  });
+
   it('refuses to trust every proxy, and other bad values, naming the option', () => {
     const bad: [string, Record<string, unknown>][] = [
       ['trustedProxies', { trustedProxies: true }],

@@ -68,7 +68,7 @@ describe('failure policy', () => {
     control.mode = 'fail';
     const open = await limiter.limit('k');
     assert.deepEqual({ ...open, error: undefined, policies: undefined }, { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0, reason: 'store-error', error: undefined, policies: undefined });
-    assert.deepEqual(open.policies.map((p) => [p.name, p.allowed, p.remaining]), [['fixed-window', true, 5]]);
+    assert.deepEqual(open.policies.map((p) => [p.name, p.allowed, p.remaining]), [['5-per-1h', true, 5]]);
     assert.ok(open.error instanceof StoreError && open.error.code === 'SLUICE_STORE_ERROR' && open.error.message.includes('ECONNREFUSED'));
     control.mode = 'throw';
     assert.equal((await limiter.peek('k')).reason, 'store-error');

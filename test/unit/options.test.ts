@@ -72,6 +72,27 @@ describe('policy options', () => {
   });
 });
 
+describe('default policy names', () => {
+  it('say what an unnamed policy allows, so two unnamed policies of one algorithm differ', async () => {
+    const { gcra, slidingWindow, concurrency } = await import('../../src/index.js');
+    const names = [
+      fixedWindow({ limit: 5, window: '1s' }),
+      fixedWindow({ limit: 100, window: '15m' }),
+      slidingLog({ limit: 5, window: '1m' }),
+      slidingLog({ limit: 5, window: 90_000 }),
+      slidingWindow({ limit: 1000, window: '1d' }),
+      slidingWindow({ limit: 3, window: 1500 }),
+      tokenBucket({ capacity: 10, refillPerSecond: 2 }),
+      tokenBucket({ capacity: 10, refillPerSecond: 0.5 }),
+      gcra({ limit: 5, period: '1s' }),
+      gcra({ limit: 5, period: '1h', burst: 10 }),
+      concurrency({ limit: 4, leaseMs: '30s' }),
+      fixedWindow({ limit: 5, window: '1s', name: 'login' }),
+    ].map((policy) => policy.name);
+    assert.deepEqual(names, ['5-per-1s', '100-per-15m', '5-per-1m', '5-per-90s', '1000-per-1d', '3-per-1500ms', '10-burst-2-per-1s', '10-burst-0.5-per-1s', '5-per-1s', '10-burst-5-per-1h', '4-concurrent', 'login']);
+  });
+});
+
 describe('createLimiter and stores', () => {
   const policy = fixedWindow({ limit: 5, window: '1s' });
   it('demands a store and a policy, and a valid prefix', () => {
@@ -118,5 +139,49 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
     rejectsOption(() => createLimiter({ store, policy, penalty: { after: 3, block: 'soon' as never } }), 'penalty.block', '"soon"');
     rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' as never }), 'timeout', '"0ms"');
     rejectsOption(() => createLimiter({ store, policy, onStoreError: 'maybe' as never }), 'onStoreError', '"maybe"');
+  });
+});
+
+/** Asserts that `build` throws InvalidOptionError naming the unknown `option`, with `instead` in its message. */
+function rejectsUnknown(build: () => unknown, option: string, instead: string): void {
+  assert.throws(build, (error: unknown) => {
+    assert.ok(error instanceof InvalidOptionError, String(error));
+    assert.equal(error.option, option);
+    assert.ok(error.message.includes(`has no option "${option}"; ${instead}`), error.message);
+    return true;
+  });
+}
+
+describe('unknown options', () => {
+  const store = memoryStore();
+  const policy = fixedWindow({ limit: 5, window: '1s' });
+
+  it('are refused by every policy, naming the option to use for a peer\'s name', async () => {
+    const { gcra, slidingWindow, concurrency } = await import('../../src/index.js');
+    rejectsUnknown(() => fixedWindow({ limit: 5, window: '1s', windowMs: 1000 } as never), 'windowMs', 'use "window" (ms, or a string such as "1m")');
+    rejectsUnknown(() => fixedWindow({ max: 5, window: '1s' } as never), 'max', 'use "limit"');
+    rejectsUnknown(() => slidingLog({ limit: 5, window: '1s', nmae: 'x' } as never), 'nmae', 'its options are limit, window, name');
+    rejectsUnknown(() => slidingWindow({ points: 5, window: '1s' } as never), 'points', 'use "limit"');
+    rejectsUnknown(() => slidingWindow({ limit: 5, duration: 60 } as never), 'duration', 'use "window" (ms, or a string such as "1m"; rate-limiter-flexible\'s duration is in seconds, sluice\'s numbers in ms)');
+    rejectsUnknown(() => tokenBucket({ limit: 5, refillPerSecond: 1 } as never), 'limit', 'use "capacity" (the largest burst) and "refillPerSecond"');
+    rejectsUnknown(() => tokenBucket({ capacity: 5, tokensPerInterval: 1 } as never), 'tokensPerInterval', 'use "refillPerSecond"');
+    rejectsUnknown(() => gcra({ limit: 5, window: '1s' } as never), 'window', 'use "period"');
+    rejectsUnknown(() => concurrency({ limit: 5, timeout: '1s' } as never), 'timeout', 'use "leaseMs": how long a slot is held unless released');
+  });
+
+  it('are refused by createLimiter and its nested options, stores, the denied cache and observe()', async () => {
+    const { observe } = await import('../../src/index.js');
+    rejectsUnknown(() => createLimiter({ store, policy, keyPrefix: 'api' } as never), 'keyPrefix', 'use "prefix"');
+    rejectsUnknown(() => createLimiter({ store, points: 5, duration: 1 } as never), 'points', 'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them');
+    rejectsUnknown(() => createLimiter({ storeClient: {}, policy } as never), 'storeClient', 'use "store": redisStore(client)');
+    rejectsUnknown(() => createLimiter({ store, policy, blockDuration: 60 } as never), 'blockDuration', 'use "penalty": { after: denials in a row, block: a duration }');
+    rejectsUnknown(() => createLimiter({ store, policy, insuranceLimiter: {} } as never), 'insuranceLimiter', 'use "onStoreError": a fallback limiter');
+    rejectsUnknown(() => createLimiter({ store, policy, shadowMode: true } as never), 'shadowMode', 'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, hooks');
+    rejectsUnknown(() => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never), 'for', 'its options are after, block');
+    rejectsUnknown(() => createLimiter({ store, policy, deniedCache: { maxKeys: 10, size: 10 } } as never), 'size', 'its options are maxKeys, now');
+    rejectsUnknown(() => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never), 'onError', 'its options are storeError, recover');
+    rejectsUnknown(() => memoryStore({ max: 10 } as never), 'max', 'its options are maxKeys, now');
+    const limiter = createLimiter({ store, policy });
+    rejectsUnknown(() => observe(limiter, { includeKey: true } as never), 'includeKey', 'its options are meter, onDecision, onStoreError, onRecover, includeKeys');
   });
 });

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidOptionError } from './errors.js';
 import type { Decision } from './types.js';
-import { optionsObject, positiveInteger } from './validate.js';
+import { nestedOptions, positiveInteger } from './validate.js';
 
 export interface DeniedCacheOptions {
   /** The most denied keys remembered; past it the oldest is forgotten. */
@@ -36,7 +36,7 @@ export class DeniedCache {
   readonly now: () => number;
 
   constructor(options: unknown) {
-    const o = optionsObject('deniedCache', options, ['maxKeys', 'now']);
+    const o = nestedOptions('deniedCache', options, ['maxKeys', 'now']);
     this.maxKeys = positiveInteger('deniedCache.maxKeys', o.maxKeys);
     if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('deniedCache.now', o.now, 'a function returning ms');
     this.now = (o.now as (() => number) | undefined) ?? (() => performance.now());

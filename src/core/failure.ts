@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from './duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
-import { optionsObject } from './validate.js';
+import { nestedOptions } from './validate.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:
@@ -71,7 +71,7 @@ const HOOKS = ['storeError', 'recover'];
 
 function failureHooks(value: unknown): FailureHooks {
   if (value === undefined) return {};
-  const hooks = optionsObject('hooks', value, HOOKS);
+  const hooks = nestedOptions('hooks', value, HOOKS);
   if (!HOOKS.every((name) => hooks[name] === undefined || typeof hooks[name] === 'function')) throw new InvalidOptionError('hooks', value, 'an object with optional storeError(failure) and recover(recovery) functions');
   return value as FailureHooks;
 }

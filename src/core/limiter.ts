@@ -8,7 +8,7 @@ import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
 import { compiled, scriptArgs, scriptFor, type Op } from './script.js';
 import type { Arg, Decision, Policy, PolicyDecision, Reply } from './types.js';
-import { optionsObject, positiveInteger, type PeerNames } from './validate.js';
+import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from './validate.js';
 
 export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
@@ -83,6 +83,10 @@ function policyList(value: unknown, Invalid: typeof InvalidOptionError | typeof 
   if (list.length === 0 || !list.every(isPolicy)) {
     throw new Invalid('policy', value, 'a policy such as fixedWindow({ limit: 5, window: "1s" }), or a non-empty array of them');
   }
+  // Headers, problem bodies and decisions tell policies apart by name alone.
+  const names = list.map((p) => p.name);
+  const repeated = names.find((name, i) => names.indexOf(name) !== i);
+  if (repeated !== undefined) throw new Invalid('policy', value, `policies with distinct names; "${repeated}" names two of them (give each its own with { name })`);
   return list;
 }
 
@@ -216,7 +220,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const denied = o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency') ? undefined : new DeniedCache(o.deniedCache);
   let penalty = { strikes: 0, blockMs: 0 };
   if (o.penalty !== undefined) {
-    const p = optionsObject('penalty', o.penalty, ['after', 'block']);
+    const p = nestedOptions('penalty', o.penalty, ['after', 'block']);
     penalty = { strikes: positiveInteger('penalty.after', p.after), blockMs: parseDuration('penalty.block', p.block) };
   }
 

@@ -10,14 +10,23 @@ export type PeerNames = Readonly<Record<string, string>>;
  * would be silently ignored; for the latter, `peerNames` says what to use instead.
  */
 export function optionsObject(factory: string, value: unknown, known: readonly string[], peerNames: PeerNames = {}): Record<string, unknown> {
+  return checkedOptions(factory, '', value, known, peerNames);
+}
+
+/** The object an option takes (`penalty: { after, block }`): as optionsObject, naming an unknown key by its path (`penalty.for`). */
+export function nestedOptions(option: string, value: unknown, known: readonly string[]): Record<string, unknown> {
+  return checkedOptions(option, `${option}.`, value, known, {});
+}
+
+function checkedOptions(owner: string, path: string, value: unknown, known: readonly string[], peerNames: PeerNames): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidOptionError(factory, value, 'an options object');
+    throw new InvalidOptionError(owner, value, 'an options object');
   }
   const options = value as Record<string, unknown>;
   const unknown = Object.keys(options).find((key) => !known.includes(key));
   if (unknown !== undefined) {
     const instead = Object.hasOwn(peerNames, unknown) ? peerNames[unknown] : `its options are ${known.join(', ')}`;
-    throw new InvalidOptionError(unknown, options[unknown], `one of ${factory}'s options`, `${factory} has no option "${unknown}"; ${instead}`);
+    throw new InvalidOptionError(path + unknown, options[unknown], `one of ${owner}'s options`, `${owner} has no option "${unknown}"; ${instead}`);
   }
   return options;
 }

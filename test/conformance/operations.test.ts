@@ -188,6 +188,8 @@ for (const storeCase of harness.cases) {
       const upgraded = await limiter.limit('k', { policy: paid });
       assert.deepEqual([upgraded.allowed, upgraded.remaining], [true, 7]);
       await assert.rejects(limiter.limit('k', { policy: { limit: 3 } as never }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy');
+      await assert.rejects(limiter.limit('k', { policy: [paid, paid] }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy' && /distinct names/.test(e.message));
+      assert.equal((await limiter.peek('k', { policy: paid })).remaining, 7);
     });
 
     it('shadow mode allows everything and says what it would have denied', async () => {

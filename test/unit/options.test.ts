@@ -135,6 +135,8 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
     const store = memoryStore();
     const policy = fixedWindow({ limit: 5, window: '1s' });
     rejectsOption(() => createLimiter({ store, policy: [] }), 'policy', 'an array');
+    rejectsOption(() => createLimiter({ store, policy: [policy, fixedWindow({ limit: 50, window: '1m', name: '5-per-1s' })] }), 'policy', 'an array');
+    rejectsOption(() => createLimiter({ store, policy: [slidingLog({ limit: 5, window: '1s' }), slidingLog({ limit: 5, window: '1s' })] }), 'policy', 'an array');
     rejectsOption(() => createLimiter({ store, policy, penalty: { after: 0, block: '1m' } }), 'penalty.after', '0');
     rejectsOption(() => createLimiter({ store, policy, penalty: { after: 3, block: 'soon' as never } }), 'penalty.block', '"soon"');
     rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' as never }), 'timeout', '"0ms"');
@@ -142,12 +144,15 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
   });
 });
 
-/** Asserts that `build` throws InvalidOptionError naming the unknown `option`, with `instead` in its message. */
+/**
+ * Asserts that `build` throws InvalidOptionError naming the unknown `option` by its path (`penalty.for`
+ * for a nested one), with `instead` in its message.
+ */
 function rejectsUnknown(build: () => unknown, option: string, instead: string): void {
   assert.throws(build, (error: unknown) => {
     assert.ok(error instanceof InvalidOptionError, String(error));
     assert.equal(error.option, option);
-    assert.ok(error.message.includes(`has no option "${option}"; ${instead}`), error.message);
+    assert.ok(error.message.includes(`has no option "${option.split('.').at(-1)}"; ${instead}`), error.message);
     return true;
   });
 }
@@ -177,9 +182,9 @@ describe('unknown options', () => {
     rejectsUnknown(() => createLimiter({ store, policy, blockDuration: 60 } as never), 'blockDuration', 'use "penalty": { after: denials in a row, block: a duration }');
     rejectsUnknown(() => createLimiter({ store, policy, insuranceLimiter: {} } as never), 'insuranceLimiter', 'use "onStoreError": a fallback limiter');
     rejectsUnknown(() => createLimiter({ store, policy, shadowMode: true } as never), 'shadowMode', 'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, hooks');
-    rejectsUnknown(() => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never), 'for', 'its options are after, block');
-    rejectsUnknown(() => createLimiter({ store, policy, deniedCache: { maxKeys: 10, size: 10 } } as never), 'size', 'its options are maxKeys, now');
-    rejectsUnknown(() => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never), 'onError', 'its options are storeError, recover');
+    rejectsUnknown(() => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never), 'penalty.for', 'its options are after, block');
+    rejectsUnknown(() => createLimiter({ store, policy, deniedCache: { maxKeys: 10, size: 10 } } as never), 'deniedCache.size', 'its options are maxKeys, now');
+    rejectsUnknown(() => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never), 'hooks.onError', 'its options are storeError, recover');
     rejectsUnknown(() => memoryStore({ max: 10 } as never), 'max', 'its options are maxKeys, now');
     const limiter = createLimiter({ store, policy });
     rejectsUnknown(() => observe(limiter, { includeKey: true } as never), 'includeKey', 'its options are meter, onDecision, onStoreError, onRecover, includeKeys');

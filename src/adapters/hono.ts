@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
-import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions, type RequestFacts } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -52,9 +52,40 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
     if (!outcome.pass) return c.body(outcome.body, outcome.status as ContentfulStatusCode, { ...outcome.headers, 'Content-Type': outcome.contentType });
     c.set('rateLimit', outcome.rateLimit);
     await next();
-    // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
-    outcome.responded?.(c.res.status);
     // After the handler, so the fields land on whatever Response it produced.
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value);
+    // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
+    if (outcome.responded) c.res = reportingEnd(c.res, outcome.responded);
   };
+}
+
+/**
+ * `response`, telling `responded` how it ends: its status once the runtime has read all of its
+ * body, or undefined when the body is cancelled first. Runtimes (Node's adapter, Bun, Deno,
+ * workerd) cancel a response's body when the client goes away, the one Web-standard sign of a
+ * response cut off mid-way.
+ */
+function reportingEnd(response: Response, responded: Responded): Response {
+  const source = response.body;
+  if (source === null) {
+    responded(response.status);
+    return response;
+  }
+  const reader = source.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const chunk = await reader.read().catch((error: unknown) => {
+        responded(undefined);
+        throw error;
+      });
+      if (!chunk.done) return controller.enqueue(chunk.value);
+      controller.close();
+      responded(response.status);
+    },
+    cancel(reason) {
+      responded(undefined);
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, response);
 }

@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -25,6 +26,7 @@ import type { ClientAddressOptions } from '../../src/http/client-address.js';
  * - GET /health 'ok', limited by `global` unless `skipPath` names it;
  * - GET /fail   400 'bad', limited by `global`;
  * - GET /info   what the framework's place for it holds of the request's rate limit (InfoBody), limited by `global`;
+ * - GET /cut    200 and a first chunk, 'partial', then nothing until the client gives up (see `cut`), limited by `global`;
  * - GET /login  'login', limited only by its own `login` options (when given).
  */
 export interface AppSpec {
@@ -55,6 +57,15 @@ export interface Adapter {
   readonly proxySetting: boolean;
   /** A request header, from what its callbacks receive. */
   header(req: unknown, name: string): string | undefined;
+}
+
+const PARTIAL = 'partial';
+
+/** A body stream that sends its first chunk and then waits forever. */
+function unending(): PassThrough {
+  const stream = new PassThrough();
+  stream.write(PARTIAL);
+  return stream;
 }
 
 function listen(listener: RequestListener): Promise<RunningApp> {
@@ -91,6 +102,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
       app.get('/health', (_req, res) => void res.send('ok'));
       app.get('/fail', (_req, res) => void res.status(400).send('bad'));
       app.get('/info', (req, res) => void res.json(infoOf(req.rateLimit)));
+      app.get('/cut', (_req, res) => void res.write(PARTIAL));
       return listen(app);
     },
   };
@@ -112,6 +124,7 @@ const nodeAdapter: Adapter = {
       }
       if (!(await global(req, res))) return;
       if (path === '/info') return void res.end(JSON.stringify(infoOf(req.rateLimit)));
+      if (path === '/cut') return void res.write(PARTIAL);
       if (path === '/fail') res.statusCode = 400;
       res.end(path === '/health' ? 'ok' : path === '/fail' ? 'bad' : 'home');
     });
@@ -131,6 +144,7 @@ const fastifyAdapter: Adapter = {
     app.get('/health', async () => 'ok');
     app.get('/fail', async (_request, reply) => reply.code(400).send('bad'));
     app.get('/info', async (request) => infoOf(request.rateLimit));
+    app.get('/cut', async (_request, reply) => reply.send(unending()));
     if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, async () => 'login');
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     return { url, close: () => app.close() };
@@ -151,6 +165,7 @@ const honoAdapter: Adapter = {
     app.get('/health', (c) => c.text('ok'));
     app.get('/fail', (c) => c.text('bad', 400));
     app.get('/info', (c) => c.json(infoOf(c.get('rateLimit'))));
+    app.get('/cut', () => new Response(new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(PARTIAL)) })));
     return listen(getRequestListener(app.fetch));
   },
 };
@@ -174,6 +189,7 @@ const koaAdapter: Adapter = {
     routes.get('/', (ctx) => void (ctx.body = 'home'));
     routes.get('/health', (ctx) => void (ctx.body = 'ok'));
     routes.get('/info', (ctx) => void (ctx.body = JSON.stringify(infoOf(ctx.state.rateLimit))));
+    routes.get('/cut', (ctx) => void (ctx.body = unending()));
     routes.get('/fail', (ctx) => {
       ctx.status = 400;
       ctx.body = 'bad';
@@ -209,6 +225,20 @@ export function get(url: string, options: { from?: string; headers?: Record<stri
       res.on('error', reject);
     });
     req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A GET that gives up once the first chunk of the body arrives, cutting the response off mid-way. Resolves with the status. */
+export function cut(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false }, (res) => {
+      res.once('data', () => {
+        req.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? undefined : reject(error)));
     req.end();
   });
 }

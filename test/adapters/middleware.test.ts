@@ -8,7 +8,7 @@ import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../
 import { storeUnavailableProblem } from '../../src/http/problem.js';
 import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
-import { adapters, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
+import { adapters, cut, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
 
 // A window edge: the fake clock starts 10 s into a minute, so a 1-minute window resets in 50 s.
 const MINUTE_EDGE = 1_800_000_000_000;
@@ -179,6 +179,31 @@ for (const adapter of adapters) {
         assert.deepEqual(refunds.calls, ['127.0.0.1 1 true', '127.0.0.1 1 true', '127.0.0.1 1 true']);
       });
     }
+
+    it('skipFailedRequests: gives back a response cut off mid-way, as a failure', async () => {
+      const { limiter } = fakeClock();
+      const { watched, refunds } = watchRefunds(limiter(2));
+      const app = await serve({ global: { limiter: watched, skipFailedRequests: true } });
+      for (let i = 1; i <= 3; i++) {
+        assert.equal(await cut(`${app.url}/cut`), 200);
+        await refunds.reach(i);
+      }
+      assert.deepEqual(await statuses(`${app.url}/`, 3), [200, 200, 429]);
+    });
+
+    it('skipSuccessfulRequests: counts a response cut off mid-way, as a failure', async () => {
+      const { limiter } = fakeClock();
+      const { watched, refunds } = watchRefunds(limiter(3));
+      const app = await serve({ global: { limiter: watched, skipSuccessfulRequests: true } });
+      for (let i = 1; i <= 2; i++) {
+        assert.equal(await cut(`${app.url}/cut`), 200);
+        // A finished request after each cut one: its refund is the only one due.
+        assert.equal((await get(`${app.url}/`)).status, 200);
+        await refunds.reach(i);
+      }
+      assert.deepEqual(await statuses(`${app.url}/fail`, 2), [400, 429]);
+      assert.equal(refunds.calls.length, 2);
+    });
 
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
       const { limiter } = fakeClock();

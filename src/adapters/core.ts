@@ -149,7 +149,7 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
 const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
-const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy" or false';
+const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
 const ALLOW_INSTEAD = 'use "onStoreError": "allow"';

@@ -1,6 +1,6 @@
 import { MAX_DURATION_MS, parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, positiveInteger, REQUESTS } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
@@ -178,5 +178,5 @@ export function concurrency(options: ConcurrencyOptions): Policy {
   });
   const limit = positiveInteger('limit', o.limit);
   const leaseMs = parseDuration('leaseMs', o.leaseMs);
-  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, `${limit}-concurrent`), limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
+  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, `${limit}-concurrent`), counts: REQUESTS, limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
 }

@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 
 export interface FixedWindowOptions {
@@ -10,6 +10,8 @@ export interface FixedWindowOptions {
   window: Duration;
   /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
+  /** What it counts (default 'requests'): the unit of a call's per-unit cost, e.g. { cost: { tokens: 1200 } } with counts: 'tokens'. */
+  counts?: string;
 }
 
 // Below this, Redis's millisecond expiry cannot tell one window's counter from the next one's.
@@ -119,8 +121,8 @@ const algorithm = defineAlgorithm<number>({
 
 /** A counter per window. Cheap and exact within a window; up to 2x the limit across a window's edge. */
 export function fixedWindow(options: FixedWindowOptions): Policy {
-  const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
+  const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
-  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

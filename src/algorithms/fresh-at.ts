@@ -23,7 +23,7 @@ import { defineAlgorithm, unchanged, type Algorithm } from './algorithm.js';
  * too much. Junk reads as a missing key, and a denial's keep() deletes it: a value that is not a
  * remainder on a key without an expiry (nothing of it is sluice's), a key of another type, or an
  * expiry further ahead than any policy's schedule reaches (2^53 units: gcra() and tokenBucket()
- * keep two bursts below it).
+ * keep three bursts below it: a held one, one of debt, an asked one).
  *
  * A server without PEXPIRETIME (Redis 6.2) reads the expiry as now + PTTL, which is off by the ms
  * that Redis's expiry clock and TIME disagree by. There the value also holds the expiry's last nine

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { definePolicy, rateName } from './algorithm.js';
 import { freshAtAlgorithm } from './fresh-at.js';
 
@@ -14,6 +14,8 @@ export interface GcraOptions {
   burst?: number;
   /** The policy's name in RateLimit headers (default: the rate, and the burst if not `limit`: '5-per-1s', '10-burst-5-per-1s'). */
   name?: string;
+  /** What it counts (default 'requests'): the unit of a call's per-unit cost, e.g. { cost: { tokens: 1200 } } with counts: 'tokens'. */
+  counts?: string;
 }
 
 const MIN_INTERVAL_US = 500;
@@ -31,7 +33,7 @@ const algorithm = freshAtAlgorithm('gcra');
  * Exact; the key's expiry holds the state, its value a remainder below 1,000.
  */
 export function gcra(options: GcraOptions): Policy {
-  const o = optionsObject('gcra', options, ['limit', 'period', 'burst', 'name'], {
+  const o = optionsObject('gcra', options, ['limit', 'period', 'burst', 'name', 'counts'], {
     max: 'use "limit"',
     points: 'use "limit"',
     window: 'use "period"',
@@ -47,14 +49,15 @@ export function gcra(options: GcraOptions): Policy {
     throw new InvalidOptionError('limit', limit, `at most ${Math.floor((periodMs * 1000) / MIN_INTERVAL_US)} per period here (one request per 500 µs), so the µs-rounded interval stays within 0.1% of the rate`);
   }
   const interval = Math.round(exactInterval);
-  // A key is up to two bursts of intervals ahead, in µs (one held, one asked): exact below 2^53.
-  const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (2 * interval));
+  // A key is up to three bursts of intervals ahead, in µs (one held, one owed after a settle, one
+  // asked): exact below 2^53.
+  const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (3 * interval));
   if (burst > mostExact) {
-    throw new InvalidOptionError('burst', burst, `at most ${mostExact} at this rate, so that the schedule (two bursts of ${interval} µs intervals) stays exact below 2^53 µs`);
+    throw new InvalidOptionError('burst', burst, `at most ${mostExact} at this rate, so that the schedule (three bursts of ${interval} µs intervals) stays exact below 2^53 µs`);
   }
   // As a token bucket's capacity: `limit` is the most admitted at once (what `remaining` counts
   // down from, and the RateLimit-Policy quota), the burst; the window is the time to earn it again,
   // so that quota per window is still the rate (limit per period when there is no burst).
   const windowMs = Math.ceil((burst * periodMs) / limit);
-  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, `${burst === limit ? '' : `${burst}-burst-`}${rateName(limit, periodMs)}`), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
+  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, `${burst === limit ? '' : `${burst}-burst-`}${rateName(limit, periodMs)}`), counts: policyUnit(o.counts), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
 }

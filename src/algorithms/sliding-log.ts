@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
@@ -11,6 +11,8 @@ export interface SlidingLogOptions {
   window: Duration;
   /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
+  /** What it counts (default 'requests'): the unit of a call's per-unit cost, e.g. { cost: { tokens: 1200 } } with counts: 'tokens'. */
+  counts?: string;
 }
 
 // One sorted-set member per admitted unit: past this, a single client's key would hold megabytes.
@@ -146,8 +148,8 @@ const algorithm = defineAlgorithm<Log>({
 
 /** One entry per admitted request: exact over any window; memory grows with the limit. */
 export function slidingLog(options: SlidingLogOptions): Policy {
-  const o = optionsObject('slidingLog', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
+  const o = optionsObject('slidingLog', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
-  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

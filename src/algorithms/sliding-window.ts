@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
 
 export interface SlidingWindowOptions {
@@ -11,6 +11,8 @@ export interface SlidingWindowOptions {
   window: Duration;
   /** The policy's name in RateLimit headers (default: the quota, e.g. '5-per-1s'). */
   name?: string;
+  /** What it counts (default 'requests'): the unit of a call's per-unit cost, e.g. { cost: { tokens: 1200 } } with counts: 'tokens'. */
+  counts?: string;
 }
 
 interface Counters {
@@ -156,7 +158,7 @@ const algorithm = defineAlgorithm<Counters>({
  * docs/algorithms.md for its measured error against the exact sliding log).
  */
 export function slidingWindow(options: SlidingWindowOptions): Policy {
-  const o = optionsObject('slidingWindow', options, ['limit', 'window', 'name'], WINDOW_PEER_NAMES);
+  const o = optionsObject('slidingWindow', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
   const limit = positiveInteger('limit', o.limit);
   // The weighted count is kept in request-ms, up to three times limit * window (previous, current
@@ -165,5 +167,5 @@ export function slidingWindow(options: SlidingWindowOptions): Policy {
   if (limit > mostExact) {
     throw new InvalidOptionError('limit', limit, `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`);
   }
-  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, rateName(limit, windowMs)), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
 }

@@ -1,7 +1,7 @@
 import { MAX_DURATION_MS } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, positiveFinite, positiveInteger } from '../core/validate.js';
+import { optionsObject, policyName, policyUnit, positiveFinite, positiveInteger } from '../core/validate.js';
 import { definePolicy, rateName } from './algorithm.js';
 import { freshAtAlgorithm } from './fresh-at.js';
 
@@ -12,6 +12,8 @@ export interface TokenBucketOptions {
   refillPerSecond: number;
   /** The policy's name in RateLimit headers (default: capacity and rate, e.g. '10-burst-2-per-1s'). */
   name?: string;
+  /** What it counts (default 'requests'): the unit of a call's per-unit cost, e.g. { cost: { tokens: 1200 } } with counts: 'tokens'. */
+  counts?: string;
 }
 
 // A token's refill time is kept in whole units of 100 ns, so that the key's value (the instant's
@@ -30,7 +32,7 @@ const algorithm = freshAtAlgorithm('tb');
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
 export function tokenBucket(options: TokenBucketOptions): Policy {
-  const o = optionsObject('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'], {
+  const o = optionsObject('tokenBucket', options, ['capacity', 'refillPerSecond', 'name', 'counts'], {
     limit: 'use "capacity" (the largest burst) and "refillPerSecond"',
     max: 'use "capacity" (the largest burst) and "refillPerSecond"',
     points: 'use "capacity" (the largest burst) and "refillPerSecond"',
@@ -50,6 +52,7 @@ export function tokenBucket(options: TokenBucketOptions): Policy {
   return definePolicy({
     algorithm: 'token-bucket',
     name: policyName(o.name, `${capacity}-burst-${rateName(refillPerSecond, 1000)}`),
+    counts: policyUnit(o.counts),
     limit: capacity,
     windowMs,
     maxCost: capacity }, algorithm, [step, capacity, UNITS_PER_MS]);

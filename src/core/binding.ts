@@ -1,4 +1,9 @@
-import type { PolicyDecision } from './types.js';
+import type { Policy, PolicyDecision } from './types.js';
+
+/** What a policy's part in a decision tells of the policy itself. */
+export function policyFacts(policy: Policy): Pick<PolicyDecision, 'name' | 'algorithm' | 'counts' | 'limit' | 'windowMs'> {
+  return { name: policy.name, algorithm: policy.algorithm, counts: policy.counts, limit: policy.limit, windowMs: policy.windowMs };
+}
 
 /**
  * The binding policy of a decision: the one whose numbers speak for it where a single quota is

@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from './duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
+import { policyFacts } from './binding.js';
 import { nestedOptions } from './validate.js';
 
 /**
@@ -171,10 +172,7 @@ export interface FailureGuard {
 function withoutStore(policies: readonly Policy[], allowed: boolean, reason: FailureReason, error: StoreError): Decision {
   const waitMs = allowed ? 0 : DENY_RETRY_AFTER_MS;
   const parts = policies.map((p) => ({
-    name: p.name,
-    algorithm: p.algorithm,
-    limit: p.limit,
-    windowMs: p.windowMs,
+    ...policyFacts(p),
     allowed,
     remaining: allowed ? p.limit : 0,
     resetAfterMs: waitMs,

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { localRun, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
-import { bindingPolicy } from './binding.js';
+import { bindingPolicy, policyFacts } from './binding.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
@@ -25,9 +25,18 @@ export interface LimiterOptions extends FailureOptions {
   deniedCache?: DeniedCacheOptions;
 }
 
+/**
+ * A request's cost in each unit its policies count (their `counts`): `{ requests: 1, tokens: 1200 }`.
+ * A unit left out costs 0 in the policies that count it.
+ */
+export type CostByUnit = Readonly<Record<string, number>>;
+
 export interface LimitOptions {
-  /** How many units this request uses (default 1). A whole number from 1 to the policy's limit. */
-  cost?: number;
+  /**
+   * What this request uses (default 1): a whole number from 1 to each policy's limit, taken in
+   * every policy; or each unit's own (CostByUnit), from 0, at least one above 0.
+   */
+  cost?: number | CostByUnit;
   /** Decide this call under other policies (a paid tier, a dynamic limit); the key's state is shared. */
   policy?: Policy | readonly Policy[];
 }
@@ -37,6 +46,25 @@ export interface WaitOptions extends LimitOptions {
   timeout?: Duration;
   /** Aborting, before the call or during the wait, rejects with the signal's reason itself. */
   signal?: AbortSignal;
+}
+
+/**
+ * A request admitted at an estimate of its cost, from reserve(): once its true cost is known,
+ * settle() corrects the charge. Unsettled, it stays charged at the estimate.
+ */
+export interface Reservation extends Decision {
+  /**
+   * Corrects the charge to `actual` (a number for every policy, or CostByUnit; units left out
+   * cost 0): gives back what the estimate took too much, as refund() does, and takes what it took
+   * too little even past the limit, leaving the key in debt, denied until time pays it off (at
+   * most one limit's worth of debt per policy is taken). Resolves true when this call settled the
+   * reservation; false when it was settled or cancelled before, or charged nothing (denied, or
+   * decided without the store). A failed settle rejects with a StoreError, changes nothing, and
+   * may be retried.
+   */
+  settle(actual: number | CostByUnit): Promise<boolean>;
+  /** Gives back the whole estimate: settle(0). */
+  cancel(): Promise<boolean>;
 }
 
 /** A slot taken by acquire() under a concurrency policy. */
@@ -61,7 +89,9 @@ export interface Limiter {
   /** Forgets this key's state, blocks included. */
   reset(key: string): Promise<void>;
   /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
-  refund(key: string, cost?: number, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
+  refund(key: string, cost?: number | CostByUnit, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
+  /** As limit(), at an estimated cost that settle() corrects once the true cost is known; see Reservation. */
+  reserve(key: string, options?: LimitOptions): Promise<Reservation>;
   /** Denies every request of this key for `duration`, without touching its counters. */
   block(key: string, duration: Duration): Promise<void>;
   /** Waits exactly as long as the limit demands, then takes the units; see WaitOptions. */
@@ -90,12 +120,48 @@ function policyList(value: unknown, Invalid: typeof InvalidOptionError | typeof 
   return list;
 }
 
-function validCost(cost: unknown, policies: readonly Policy[]): number {
+/** A call's cost: one for every policy, or each policy's own (from a CostByUnit). */
+type Costs = number | readonly number[];
+
+const COST_BY_UNIT = 'an object of whole numbers by unit, such as { requests: 1, tokens: 1200 }';
+
+/**
+ * Each policy's part of a CostByUnit: what its unit costs, 0 when left out. Every unit must be one a
+ * policy counts (a misspelt unit would otherwise cost nothing), every amount a whole number from 0.
+ */
+function costsByUnit(argument: string, cost: object, policies: readonly Policy[]): number[] {
+  if (Array.isArray(cost)) throw new InvalidArgumentError(argument, cost, COST_BY_UNIT);
+  const units = new Set(policies.map((p) => p.counts));
+  for (const [unit, amount] of Object.entries(cost)) {
+    if (!units.has(unit)) throw new InvalidArgumentError(`${argument}.${unit}`, amount, `the cost of a unit these policies count (${[...units].join(', ')})`);
+    if (!Number.isSafeInteger(amount) || (amount as number) < 0) throw new InvalidArgumentError(`${argument}.${unit}`, amount, 'a whole number of at least 0');
+  }
+  const byUnit = cost as CostByUnit;
+  return policies.map((p) => byUnit[p.counts] ?? 0);
+}
+
+function validCost(cost: unknown, policies: readonly Policy[]): Costs {
   if (cost === undefined) return 1;
-  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
+  if (typeof cost === 'object' && cost !== null) {
+    const costs = costsByUnit('cost', cost, policies);
+    if (costs.every((c) => c === 0)) throw new InvalidArgumentError('cost', cost, 'a cost above 0 in at least one unit');
+    policies.forEach((p, i) => {
+      if ((costs[i] as number) > p.maxCost) throw new CostExceedsLimitError(costs[i] as number, p.maxCost);
+    });
+    return costs;
+  }
+  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, `a whole number of at least 1, or ${COST_BY_UNIT}`);
   const tightest = Math.min(...policies.map((p) => p.maxCost));
   if (cost > tightest) throw new CostExceedsLimitError(cost, tightest);
   return cost;
+}
+
+/** What refund and settle take: a number for every policy, or a CostByUnit; from 0 when `zero`, else from 1. */
+function validAmount(argument: string, amount: unknown, policies: readonly Policy[], zero: boolean): Costs {
+  if (typeof amount === 'object' && amount !== null) return costsByUnit(argument, amount, policies);
+  const least = zero ? 0 : 1;
+  if (!Number.isSafeInteger(amount) || (amount as number) < least) throw new InvalidArgumentError(argument, amount, `a whole number from ${least} to ${Number.MAX_SAFE_INTEGER}, or ${COST_BY_UNIT}`);
+  return amount as number;
 }
 
 /** A promise for what `start` returns, or rejected with what it throws: bad input rejects, as the API promises. */
@@ -150,10 +216,7 @@ function decide(reply: Reply, policies: readonly Policy[]): Decision {
   const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
     const at = 3 + i * 5;
     return {
-      name: policy.name,
-      algorithm: policy.algorithm,
-      limit: policy.limit,
-      windowMs: policy.windowMs,
+      ...policyFacts(policy),
       allowed: reply[at] === 1,
       remaining: reply[at + 1] ?? 0,
       resetAfterMs: reply[at + 2] ?? 0,
@@ -183,7 +246,7 @@ function layoutOf(prefix: string, list: readonly Policy[], withStrikes: boolean)
 /** What consume() sent for acquire(): the policies and cost, and the store's reply if it answered. */
 interface Sent {
   list: readonly Policy[];
-  cost: number;
+  cost: Costs;
   reply?: Reply;
 }
 
@@ -234,7 +297,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // sends once per batch, and which the twin and the Lua read once.
   const ownArgs = new Map<Op, Map<number, readonly string[]>>();
 
-  function argsOf(list: readonly Policy[], op: Op, cost: number, target: number, ms: number): readonly Arg[] {
+  function argsOf(list: readonly Policy[], op: Op, cost: Costs, target: number, ms: number): readonly Arg[] {
+    if (typeof cost !== 'number') return scriptArgs({ op, cost, target, ms, penalty, policies: list });
     const own = list === policies && target === 0 && ms === 0;
     const known = own ? ownArgs.get(op)?.get(cost) : undefined;
     if (known !== undefined) return known;
@@ -248,7 +312,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /** One guarded store call: it counts nothing if it reaches the store after `validForMs`. */
-  function run(validForMs: number, id: string, list: readonly Policy[], op: Op, cost = 1, target = 0, ms = 0): Promise<Reply> {
+  function run(validForMs: number, id: string, list: readonly Policy[], op: Op, cost: Costs = 1, target = 0, ms = 0): Promise<Reply> {
     return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
   }
 
@@ -256,7 +320,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
    * A limit or peek decision. A local store answers at once and cannot fail; any other store is
    * asked through the failure guard. `sent` learns the store's reply, if it answered.
    */
-  function decideBy(id: string, list: readonly Policy[], op: 'limit' | 'peek', cost: number, fallback: (limiter: Limiter) => Promise<Decision>, sent?: Sent) {
+  function decideBy(id: string, list: readonly Policy[], op: 'limit' | 'peek', cost: Costs, fallback: (limiter: Limiter) => Promise<Decision>, sent?: Sent) {
     if (runLocally) {
       const reply = runLocally(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
       if (sent) sent.reply = reply;
@@ -295,7 +359,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const cached = cache?.lookup(k);
     if (cached) return Promise.resolve(shadow ? shadowed(cached) : cached);
     const sentAt = cache?.now() ?? 0;
-    const fallback = (other: Limiter) => (leases ? other.acquire(k, { cost }) : other.limit(k, { cost }));
+    const fallback = (other: Limiter) => (leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost }));
     let decision = decideBy(clientId(k), list, 'limit', cost, fallback, sent);
     if (cache) {
       decision = decision.then((made) => {
@@ -330,9 +394,33 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(refundOptions).policy);
-      if (!Number.isSafeInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, `a whole number from 1 to ${Number.MAX_SAFE_INTEGER}`);
+      const costs = validAmount('cost', cost, list, false);
       denied?.forget(k);
-      return (await guard.settle((validForMs) => run(validForMs, clientId(k), list, 'refund', cost)))[0] === 1;
+      return (await guard.settle((validForMs) => run(validForMs, clientId(k), list, 'refund', costs)))[0] === 1;
+    },
+    async reserve(key, reserveOptions) {
+      const sent: Sent = { list: policies, cost: 1 };
+      const decision = await consume(key, reserveOptions, false, sent);
+      const { list, cost: estimate } = sent;
+      // Charged only if the store counted it: not when denied (a shadowed denial included), answered
+      // from the denied-key cache, or decided by onStoreError.
+      let settled: Promise<boolean> | undefined = sent.reply?.[0] === 1 ? undefined : Promise.resolve(false);
+      const settle = (actual: unknown): Promise<boolean> =>
+        promised(() => {
+          const actualCosts = validAmount('actual', actual, list, true);
+          if (settled) return settled.then(() => false);
+          const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
+          const deltas = list.map((_, i) => each(actualCosts, i) - each(estimate, i));
+          denied?.forget(key);
+          const settling = deltas.every((d) => d === 0) ? Promise.resolve(true) : guard.settle((validForMs) => run(validForMs, clientId(key), list, 'settle', deltas)).then(() => true);
+          settled = settling.catch((error: unknown) => {
+            // Nothing changed (a late call counts nothing): it may be settled again.
+            settled = undefined;
+            throw error;
+          });
+          return settled;
+        });
+      return { ...decision, settle, cancel: () => settle(0) };
     },
     async block(key, duration) {
       const k = validKey(key);
@@ -353,13 +441,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
       const held = list.flatMap((policy, i) => {
         const id = reply?.[3 + i * 5 + 4] ?? 0;
-        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, keys: [...keys.slice(0, first), keys[first + i]] as string[] }] : [];
+        const slots = typeof cost === 'number' ? cost : (cost[i] as number);
+        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, slots, keys: [...keys.slice(0, first), keys[first + i]] as string[] }] : [];
       });
       const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
         const replies = await Promise.all(
-          held.map(({ policy, id, keys }) =>
+          held.map(({ policy, id, slots, keys }) =>
             guard.settle((validForMs) =>
-              store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost, target: id, ms: msFor(policy), penalty, policies: [policy] }), validForMs),
+              store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost: slots, target: id, ms: msFor(policy), penalty, policies: [policy] }), validForMs),
             ),
           ),
         );

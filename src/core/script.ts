@@ -4,19 +4,23 @@ import { MAX_DURATION_MS } from './duration.js';
 import type { Arg, Entry, Script, Write } from './types.js';
 
 /** What a call asks of the script. */
-export type Op = 'limit' | 'peek' | 'refund' | 'release' | 'extend' | 'block' | 'reset';
+export type Op = 'limit' | 'peek' | 'refund' | 'settle' | 'release' | 'extend' | 'block' | 'reset';
 
 /** The arguments of one call, before they are flattened into ARGV. */
 export interface Call {
   readonly op: Op;
-  readonly cost: number;
+  /**
+   * What the call costs: the same in every policy, or each policy's own (limit, peek, refund: from
+   * 0 up; settle: what to take, or give back when negative, in each policy).
+   */
+  readonly cost: number | readonly number[];
   /** block: its duration in ms; release and extend: the lease id. */
   readonly target: number;
   /** extend: the new lease length in ms. */
   readonly ms: number;
   /** Consecutive denials that block the key (0: never), and for how long. */
   readonly penalty: { readonly strikes: number; readonly blockMs: number };
-  readonly policies: readonly { readonly kind: Algorithm; readonly params: readonly number[] }[];
+  readonly policies: readonly { readonly kind: Algorithm; readonly params: readonly number[]; readonly maxCost: number }[];
 }
 
 /*
@@ -28,8 +32,14 @@ export interface Call {
  * KEYS  [1] the block key, [2] the strikes key (consecutive denials) only when the limiter has a
  *       penalty box (strikes to block > 0), then one key per policy
  * ARGV  op, cost, target, ms, strikes to block, block ms, policy count, then per policy:
- *       algorithm id, parameter count, parameters...
+ *       algorithm id, parameter count, parameters...; when the cost is 'each' (its own per
+ *       policy), then per policy: its cost, and for settle the most it may owe (its largest cost)
  * reply see Reply in types.ts
+ *
+ * settle takes a policy's cost whether or not it fits, so the key may go into debt (remaining below
+ * 0, denied until time pays it off), but never by more than the policy's largest cost: what is past
+ * that is not taken. That keeps every state within two limits' worth (a sliding log within two
+ * limits of members, gcra's and the token bucket's instant below 2^53 units).
  */
 // Defined with the algorithms, so a batch reads its ARGV once for all the requests that share
 // that table (every request of one limiter at one cost), not once per request.
@@ -39,8 +49,9 @@ local function callOf(ARGV)
   if parsedArgv ~= ARGV then
     -- ARGV's numbers are read by arithmetic (s + 0), which converts a string once: tonumber
     -- converts it twice (Lua 5.1 checks it is a number, then converts it), ~1,500 instructions, not ~600.
-    local policies, pos = {}, 8
-    for i = 1, ARGV[7] + 0 do
+    local each = ARGV[2] == 'each'
+    local policies, pos, count = {}, 8, ARGV[7] + 0
+    for i = 1, count do
       local count = ARGV[pos + 1] + 0
       -- Built whole, then converted in place: a table grown entry by entry is resized as it grows.
       local p = { unpack(ARGV, pos + 2, pos + 1 + count) }
@@ -48,12 +59,20 @@ local function callOf(ARGV)
       -- state: what the policy's decide leaves for its admit or keep, a table reused by every
       -- request of the batch that shares this ARGV (they run one after the other)
       -- (it starts with costText, the cost as ARGV's text: redis.call takes it without formatting)
-      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = { costText = ARGV[2] } }
+      policies[i] = { alg = ALG[ARGV[pos]], p = p, state = { costText = ARGV[2] }, cost = not each and ARGV[2] + 0 }
       pos = pos + 2 + count
+    end
+    if each then
+      local width = ARGV[1] == 'settle' and 2 or 1
+      for i = 1, count do
+        local policy, text = policies[i], ARGV[pos + (i - 1) * width]
+        policy.cost, policy.state.costText = text + 0, text
+        if width == 2 then policy.most = ARGV[pos + i * 2 - 1] + 0 end
+      end
     end
     local strikes = ARGV[5] + 0
     parsedArgv, parsedCall = ARGV, {
-      op = ARGV[1], cost = ARGV[2] + 0, target = ARGV[3] + 0, ms = ARGV[4] + 0,
+      op = ARGV[1], target = ARGV[3] + 0, ms = ARGV[4] + 0,
       strikes = strikes, blockMs = ARGV[6] + 0, policies = policies,
       -- KEYS[first + i] is policy i's key
       first = strikes > 0 and 2 or 1,
@@ -68,7 +87,7 @@ end
 const DRIVER = `
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
-  local op, cost, policies, first = c.op, c.cost, c.policies, c.first
+  local op, policies, first = c.op, c.policies, c.first
   if op == 'block' then
     redis.call('SET', KEYS[1], digits(now + c.target), 'PX', digits(c.target))
     out[at + 1], out[at + 2], out[at + 3] = 1, now, c.target
@@ -83,7 +102,31 @@ local function decideCall(KEYS, ARGV, now, out, at)
     local done = 0
     for i, policy in ipairs(policies) do
       local f = policy.alg[op]
-      if f and f(KEYS[first + i], cost, now, policy.p, c.target, c.ms) then done = 1 end
+      if f and policy.cost > 0 and f(KEYS[first + i], policy.cost, now, policy.p, c.target, c.ms) then done = 1 end
+    end
+    out[at + 1], out[at + 2], out[at + 3] = done, now, 0
+    return 3
+  end
+  if op == 'settle' then
+    local done = 0
+    for i, policy in ipairs(policies) do
+      local key, cost, state = KEYS[first + i], policy.cost, policy.state
+      if cost < 0 then
+        if policy.alg.refund(key, -cost, now, policy.p) then done = 1 end
+      elseif cost > 0 then
+        -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
+        -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
+        local _, remaining = policy.alg.decide(key, 0, now, policy.p, false, state)
+        local take = remaining + policy.most
+        if take > cost then take = cost end
+        if take > 0 then
+          state.costText = digits(take)
+          policy.alg.admit(key, take, now, policy.p, state)
+          done = 1
+        else
+          policy.alg.keep(key, 0, now, policy.p, state)
+        end
+      end
     end
     out[at + 1], out[at + 2], out[at + 3] = done, now, 0
     return 3
@@ -112,7 +155,7 @@ local function decideCall(KEYS, ARGV, now, out, at)
   local all = true
   for i = 1, #policies do
     local policy, p = policies[i], at + 3 + (i - 1) * 5
-    local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], cost, now, policy.p, peek, policy.state)
+    local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], policy.cost, now, policy.p, peek, policy.state)
     out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, remaining > 0 and remaining or 0, reset, retry, 0
     all = all and allowed
   end
@@ -120,11 +163,12 @@ local function decideCall(KEYS, ARGV, now, out, at)
   if not peek then
     for i = 1, #policies do
       local policy, p = policies[i], at + 3 + (i - 1) * 5
-      if all then
-        local remaining, reset, extra = policy.alg.admit(KEYS[first + i], cost, now, policy.p, policy.state)
+      -- A policy the request costs nothing is only asked (it may be in debt): nothing to count.
+      if all and policy.cost > 0 then
+        local remaining, reset, extra = policy.alg.admit(KEYS[first + i], policy.cost, now, policy.p, policy.state)
         out[p + 2], out[p + 3], out[p + 5] = remaining > 0 and remaining or 0, reset, extra
       else
-        policy.alg.keep(KEYS[first + i], cost, now, policy.p, policy.state)
+        policy.alg.keep(KEYS[first + i], policy.cost, now, policy.p, policy.state)
       end
     end
   end
@@ -230,21 +274,37 @@ export function compiled(policies: Call['policies']): Compiled {
 
 /** ARGV for a call, in the driver's layout. */
 export function scriptArgs(call: Call): Arg[] {
-  return [call.op, call.cost, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, call.policies.length, ...compiled(call.policies).policyArgs];
+  const { cost, policies } = call;
+  const head = [call.op, typeof cost === 'number' ? cost : EACH, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, policies.length, ...compiled(policies).policyArgs];
+  if (typeof cost === 'number') return head;
+  if (call.op !== 'settle') return [...head, ...cost];
+  return [...head, ...cost.flatMap((c, i) => [c, (policies[i] as { readonly maxCost: number }).maxCost])];
 }
+
+/** ARGV's cost when each policy has its own (which follow the policies). */
+const EACH = 'each';
 
 function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
   const n = (i: number) => Number(args[i]);
-  const policies: { kind: Algorithm; params: number[] }[] = [];
+  const op = String(args[0]) as Op;
+  const each = args[1] === EACH;
+  const policies: { kind: Algorithm; params: number[]; cost: number; most: number }[] = [];
   let pos = 7;
   for (let i = 0; i < n(6); i++) {
     const kind = algorithms.find((a) => a.id === args[pos]);
     if (!kind) throw new Error(`script has no algorithm ${String(args[pos])}`);
     const count = n(pos + 1);
-    policies.push({ kind, params: args.slice(pos + 2, pos + 2 + count).map(Number) });
+    policies.push({ kind, params: args.slice(pos + 2, pos + 2 + count).map(Number), cost: each ? 0 : n(1), most: 0 });
     pos += 2 + count;
   }
-  return { op: String(args[0]) as Op, cost: n(1), target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
+  if (each) {
+    const width = op === 'settle' ? 2 : 1;
+    policies.forEach((policy, i) => {
+      policy.cost = n(pos + i * width);
+      if (width === 2) policy.most = n(pos + i * 2 + 1);
+    });
+  }
+  return { op, target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
 }
 
 /** The driver's TypeScript twin: the same steps, over the entries [block, (strikes), ...policies]. */
@@ -254,7 +314,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
   return (now, entries, args) => {
     let call = parsed.get(args);
     if (call === undefined) parsed.set(args, (call = parseArgs(args, algorithms)));
-    const { policies, cost } = call;
+    const { policies } = call;
     const first = call.strikesToBlock > 0 ? 2 : 1;
     const writes = new Array<Write<unknown>>(entries.length);
     if (call.op === 'block') {
@@ -264,8 +324,9 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     if (call.op === 'reset') return { reply: [1, now, 0], writes: writes.fill(null) };
     if (call.op === 'refund' || call.op === 'release' || call.op === 'extend') {
       let done = 0;
-      policies.forEach(({ kind, params }, i) => {
+      policies.forEach(({ kind, params, cost }, i) => {
         const entry = entries[first + i];
+        if (cost <= 0) return;
         const result =
           call.op === 'refund'
             ? kind.refund(now, entry, cost, params)
@@ -274,6 +335,23 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
               : kind.extend?.(now, entry, cost, params, call.target, call.ms);
         if (result?.done) done = 1;
         writes[first + i] = result?.write;
+      });
+      return { reply: [done, now, 0], writes };
+    }
+    if (call.op === 'settle') {
+      let done = 0;
+      policies.forEach(({ kind, params, cost, most }, i) => {
+        const entry = entries[first + i];
+        if (cost < 0) {
+          const result = kind.refund(now, entry, -cost, params);
+          if (result.done) done = 1;
+          writes[first + i] = result.write;
+        } else if (cost > 0) {
+          const take = Math.min(cost, kind.decide(now, entry, 0, params, false).remaining + most);
+          if (take > 0) done = 1;
+          const step = kind.decide(now, entry, Math.max(take, 0), params, false);
+          writes[first + i] = take > 0 ? step.admit().write : step.keep();
+        }
       });
       return { reply: [done, now, 0], writes };
     }
@@ -290,7 +368,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     const steps = new Array<Step<unknown>>(policies.length);
     let all = true;
     for (let i = 0; i < policies.length; i++) {
-      const { kind, params } = policies[i] as (typeof policies)[number];
+      const { kind, params, cost } = policies[i] as (typeof policies)[number];
       const step = kind.decide(now, entries[first + i], cost, params, peek);
       steps[i] = step;
       all &&= step.allowed;
@@ -301,7 +379,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
       let { remaining, resetAfter } = step;
       let extra = 0;
       if (!peek) {
-        if (all) {
+        if (all && (policies[i] as (typeof policies)[number]).cost > 0) {
           const admitted = step.admit();
           ({ remaining, resetAfter, extra } = admitted);
           writes[first + i] = admitted.write;

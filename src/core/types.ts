@@ -38,6 +38,8 @@ export interface Decision {
 export interface PolicyDecision {
   readonly name: string;
   readonly algorithm: string;
+  /** The policy's unit: remaining and limit count it. */
+  readonly counts: string;
   readonly limit: number;
   readonly windowMs: number;
   /** Whether this policy alone would admit the request. */
@@ -98,6 +100,8 @@ export interface Policy {
   readonly algorithm: string;
   /** The policy's name in RateLimit-Policy and RateLimit headers. */
   readonly name: string;
+  /** What it counts: 'requests', or its `counts` option ('tokens'), the unit a call's cost object names. */
+  readonly counts: string;
   /** The quota: requests per window (a bucket's capacity, gcra's burst, a concurrency limit). */
   readonly limit: number;
   /** The quota's window in ms (a token bucket and gcra: the time to refill from empty to full). */

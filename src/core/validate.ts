@@ -48,6 +48,18 @@ export function positiveFinite(option: string, value: unknown): number {
 // A Structured Fields string may hold printable ASCII only; keep names simple enough for any header.
 const POLICY_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
+/** What a policy counts (its `counts` option): 'requests' unless it says otherwise, e.g. 'tokens'. */
+export function policyUnit(value: unknown): string {
+  if (value === undefined) return REQUESTS;
+  if (typeof value !== 'string' || !POLICY_NAME.test(value)) {
+    throw new InvalidOptionError('counts', value, 'a unit such as "tokens": from 1 to 64 characters of A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+  }
+  return value;
+}
+
+/** The unit of a policy that names none: one request is one. */
+export const REQUESTS = 'requests';
+
 export function policyName(value: unknown, fallback: string): string {
   if (value === undefined) return fallback;
   if (typeof value !== 'string' || !POLICY_NAME.test(value)) {

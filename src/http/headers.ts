@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { bindingPolicy } from '../core/binding.js';
 import { InvalidOptionError } from '../core/errors.js';
+import { REQUESTS } from '../core/validate.js';
 import type { Decision, PolicyDecision } from '../core/types.js';
 
 /**
@@ -10,11 +11,14 @@ import type { Decision, PolicyDecision } from '../core/types.js';
  * - 'draft-7': one `RateLimit` dictionary `limit=, remaining=, reset=` and `RateLimit-Policy: <q>;w=<s>`.
  * - 'draft-6': `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`.
  * - 'legacy': `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds, as GitHub).
+ * - 'openai': `x-ratelimit-limit-<unit>`, `x-ratelimit-remaining-<unit>`, `x-ratelimit-reset-<unit>`
+ *   per unit the policies count (`requests`, `tokens`), as OpenAI's API sends them, and
+ *   `retry-after-ms` on a denial: what LLM client libraries read to back off.
  * - false: none. `Retry-After` is sent on every denial whatever the mode.
  */
-export type HeaderMode = 'draft-11' | 'draft-8' | 'draft-7' | 'draft-6' | 'legacy' | false;
+export type HeaderMode = 'draft-11' | 'draft-8' | 'draft-7' | 'draft-6' | 'legacy' | 'openai' | false;
 
-export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy', false];
+export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy', 'openai', false];
 
 export type HeaderFields = Readonly<Record<string, string>>;
 
@@ -39,10 +43,15 @@ export function moreQuotaAfterMs(p: PolicyDecision): number {
   return pastUnit < 1 ? unitMs : pastUnit;
 }
 
+/** A policy item's quota: `q` and `w`, and `qu` for a unit other than requests (the drafts' default). */
+function quota(p: PolicyDecision): string {
+  return `q=${p.limit}${p.counts === REQUESTS ? '' : `;qu="${p.counts}"`};w=${seconds(p.windowMs)}`;
+}
+
 /** draft-11: every policy is an item named by the policy; `w` and `t` in seconds. */
 export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields {
   return {
-    'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}`).join(', '),
+    'RateLimit-Policy': entries.map((p) => `"${p.name}";${quota(p)}`).join(', '),
     RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`).join(', '),
   };
 }
@@ -64,7 +73,7 @@ function partitionKey(key: string): string {
 export function draft8Headers(entries: readonly PolicyDecision[], key?: string): HeaderFields {
   const pk = key === undefined ? '' : `;pk=${partitionKey(key)}`;
   return {
-    'RateLimit-Policy': entries.map((p) => `"${p.name}";q=${p.limit};w=${seconds(p.windowMs)}${pk}`).join(', '),
+    'RateLimit-Policy': entries.map((p) => `"${p.name}";${quota(p)}${pk}`).join(', '),
     RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
   };
 }
@@ -103,6 +112,32 @@ export function legacyHeaders(entries: readonly PolicyDecision[], nowMs: number)
   };
 }
 
+/**
+ * A duration as OpenAI's headers write one (Go's form): `0s`, `120ms` below a second, else hours,
+ * minutes and seconds, the seconds with their fraction: `1s`, `1.5s`, `6m0s`, `1h0m0s`.
+ */
+export function goDuration(ms: number): string {
+  if (ms === 0) return '0s';
+  if (ms < 1000) return `${ms}ms`;
+  const hours = Math.floor(ms / 3_600_000);
+  const minutes = Math.floor((ms % 3_600_000) / 60_000);
+  const secondsPart = `${(ms % 60_000) / 1000}s`;
+  if (hours > 0) return `${hours}h${minutes}m${secondsPart}`;
+  return minutes > 0 ? `${minutes}m${secondsPart}` : secondsPart;
+}
+
+/** OpenAI's fields: per unit, the numbers of that unit's binding policy. */
+export function openAiHeaders(entries: readonly PolicyDecision[]): HeaderFields {
+  const headers: Record<string, string> = {};
+  for (const unit of new Set(entries.map((p) => p.counts))) {
+    const p = bindingPolicy(entries.filter((entry) => entry.counts === unit));
+    headers[`x-ratelimit-limit-${unit}`] = String(p.limit);
+    headers[`x-ratelimit-remaining-${unit}`] = String(p.remaining);
+    headers[`x-ratelimit-reset-${unit}`] = goDuration(p.resetAfterMs);
+  }
+  return headers;
+}
+
 /** The rate-limit fields of one mode, without Retry-After; `key` is the client's, for draft-8's `pk`. */
 export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[], nowMs: number, key?: string): HeaderFields {
   switch (mode) {
@@ -116,6 +151,8 @@ export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[]
       return draft6Headers(entries);
     case 'legacy':
       return legacyHeaders(entries, nowMs);
+    case 'openai':
+      return openAiHeaders(entries);
     case false:
       return {};
   }
@@ -141,7 +178,10 @@ export function violated(decision: Decision): readonly PolicyDecision[] {
  */
 export function rateLimitHeaders(decision: Decision, mode: HeaderMode = 'draft-11', nowMs = Date.now(), key?: string): HeaderFields {
   const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs, key) };
-  if (!decision.allowed) headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+  if (!decision.allowed) {
+    headers['Retry-After'] = String(seconds(decision.retryAfterMs));
+    if (mode === 'openai') headers['retry-after-ms'] = String(decision.retryAfterMs);
+  }
   return headers;
 }
 

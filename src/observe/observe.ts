@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
-import { limitEach, waitThrough, type Lease, type Limiter } from '../core/limiter.js';
+import { limitEach, waitThrough, type Lease, type Limiter, type Reservation } from '../core/limiter.js';
 import type { Decision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 
@@ -258,6 +258,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     peek: (key, peekOptions) => decide('peek', key, () => limiter.peek(key, peekOptions)),
     // A lease is a decision too: counted as one, and returned whole so it can be released.
     acquire: (key, acquireOptions) => decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,
+    reserve: (key, reserveOptions) => decide('limit', key, () => limiter.reserve(key, reserveOptions)) as Promise<Reservation>,
     async reset(key) {
       await timed('reset', key, () => limiter.reset(key));
       success('reset', key);

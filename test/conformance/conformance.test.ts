@@ -16,7 +16,7 @@ import {
 } from '../../src/index.js';
 import { algorithms, numbers } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
-import { WITHOUT_PEXPIRETIME, flushScripts, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+import { WITHOUT_PEXPIRETIME, assertEveryKeyHasTtl, flushScripts, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -98,6 +98,55 @@ for (const { storeCase, algorithms, whole } of suites) {
           assert.equal(decisions.filter((d) => d.allowed).length, 100);
           assert.equal(decisions.at(-1)?.remaining, 0);
           assert.equal((await limiter.peek('hot')).allowed, false);
+        });
+
+        it('settle gives back, takes more into debt (at most one limit), and settles once', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(100, HOUR, { counts: 'tokens' }));
+          const tokens = (n: number) => ({ cost: { tokens: n } });
+          const estimated = await limiter.reserve('k', tokens(40));
+          assert.deepEqual([estimated.allowed, estimated.remaining], [true, 60]);
+          assert.equal(await estimated.settle({ tokens: 25 }), true);
+          assert.equal((await limiter.peek('k')).remaining, 75);
+          assert.equal(await estimated.settle({ tokens: 99 }), false, 'a second settle changes nothing');
+          assert.equal(await estimated.cancel(), false);
+          assert.equal((await limiter.peek('k')).remaining, 75);
+          // 50 estimated, 100 used: 25 past the limit, a debt that denies even a cost of 1.
+          const overrun = await limiter.reserve('k', tokens(50));
+          assert.equal(await overrun.settle({ tokens: 100 }), true);
+          const inDebt = await limiter.limit('k', tokens(1));
+          assert.deepEqual([inDebt.allowed, inDebt.remaining], [false, 0]);
+          assert.ok(inDebt.retryAfterMs > 0);
+          assert.equal((await limiter.reserve('k', tokens(1))).allowed, false);
+          // 125 held: giving back 26 leaves 99, one token free.
+          await limiter.refund('k', { tokens: 26 });
+          assert.equal((await limiter.peek('k')).remaining, 1);
+          // Far past the limit: what is owed stops at one limit (200 held in all).
+          const last = await limiter.reserve('k', tokens(1));
+          assert.equal(await last.settle({ tokens: 1_000_000 }), true);
+          await limiter.refund('k', { tokens: 100 });
+          assert.equal((await limiter.peek('k')).remaining, 0);
+          await limiter.refund('k', { tokens: 1 });
+          assert.equal((await limiter.peek('k')).remaining, 1);
+          await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+        });
+
+        it('1,000 concurrent reserve and settle pairs owe at most one limit', async () => {
+          const limiter = limiterFor(storeCase, algorithm.policy(100, HOUR, { counts: 'tokens' }));
+          // Each reserves 2 and uses 5: settling takes min(3, what keeps the debt within 100).
+          const pairs = await Promise.all(
+            Array.from({ length: 1000 }, async () => {
+              const reservation = await limiter.reserve('hot', { cost: { tokens: 2 } });
+              return { admitted: reservation.allowed, settled: await reservation.settle({ tokens: 5 }) };
+            }),
+          );
+          const admitted = pairs.filter((p) => p.admitted).length;
+          assert.deepEqual(pairs.filter((p) => p.settled).length, admitted);
+          // Admitted only within the limit at the estimates: at least 100 / 5, at most 100 / 2.
+          assert.ok(admitted >= 20 && admitted <= 50, `${admitted} admitted`);
+          // Held: 5 per admitted request, up to 200. Giving back 100 shows how much is held past 100.
+          await limiter.refund('hot', { tokens: 100 });
+          assert.equal((await limiter.peek('hot')).remaining, 200 - Math.min(5 * admitted, 200));
+          await assertEveryKeyHasTtl(storeCase, limiter.prefix);
         });
 
         it('counts a cost, reports remaining, and keeps keys apart', async () => {

@@ -15,7 +15,7 @@ import {
   type LimiterOptions,
 } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
-import { keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+import { assertEveryKeyHasTtl, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -23,11 +23,6 @@ const harness = useRedis({ cluster: true });
 function limiterOn(storeCase: StoreCase, options: Omit<LimiterOptions, 'store'>) {
   // Operations are tested, not the failure policy: on a busy machine a slow reply is still a reply.
   return createLimiter({ store: storeCase.store(), prefix: uniquePrefix(), timeout: '1m', ...options });
-}
-
-async function assertEveryKeyHasTtl(storeCase: StoreCase, prefix: string): Promise<void> {
-  if (!storeCase.redis) return;
-  for (const [key, ttl] of await keysWithTtl(storeCase.redis, prefix)) assert.ok(ttl !== -1, `${key} has no TTL`);
 }
 
 for (const storeCase of harness.cases) {
@@ -204,6 +199,82 @@ for (const storeCase of harness.cases) {
         ],
       );
       assert.throws(() => createLimiter({ store: storeCase.store(), policy: tokenBucket({ capacity: 2, refillPerSecond: 1 }), shadow: 'yes' as never }), InvalidOptionError);
+    });
+
+    describe('budgets: a cost per unit, reserve and settle', () => {
+      const budget = () =>
+        limiterOn(storeCase, {
+          policy: [
+            fixedWindow({ limit: 3, window: '1h', name: 'requests' }),
+            tokenBucket({ capacity: 1000, refillPerSecond: 1000 / 86_400, name: 'tokens', counts: 'tokens' }),
+            fixedWindow({ limit: 1500, window: '1d', name: 'tokens-daily', counts: 'tokens' }),
+          ],
+        });
+      const remaining = (d: { policies: readonly { remaining: number }[] }) => d.policies.map((p) => p.remaining);
+
+      it('takes each policy\'s own cost in one step; a denial takes none; a unit left out costs 0', async () => {
+        const limiter = budget();
+        const first = await limiter.limit('k', { cost: { requests: 1, tokens: 600 } });
+        assert.deepEqual([first.allowed, remaining(first)], [true, [2, 400, 900]]);
+        assert.deepEqual(first.policies.map((p) => p.counts), ['requests', 'tokens', 'tokens']);
+        const denied = await limiter.limit('k', { cost: { requests: 1, tokens: 600 } });
+        assert.deepEqual([denied.allowed, denied.policies.map((p) => p.allowed)], [false, [true, false, true]]);
+        assert.deepEqual(remaining(await limiter.peek('k')), [2, 400, 900]);
+        assert.deepEqual(remaining(await limiter.limit('k', { cost: { requests: 1, tokens: 400 } })), [1, 0, 500]);
+        const requestOnly = await limiter.limit('k', { cost: { requests: 1 } });
+        assert.deepEqual([requestOnly.allowed, remaining(requestOnly)], [true, [0, 0, 500]]);
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+      });
+
+      it('refuses a bad cost by unit, writing nothing', async () => {
+        const limiter = budget();
+        const refused = async (cost: unknown, argument: string) =>
+          assert.rejects(limiter.limit('k', { cost: cost as never }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument);
+        await refused({ tokens: -1 }, 'cost.tokens');
+        await refused({ tokens: 1.5 }, 'cost.tokens');
+        await refused({ token: 5 }, 'cost.token');
+        await refused({ requests: 0, tokens: 0 }, 'cost');
+        await refused([1, 2], 'cost');
+        await assert.rejects(limiter.limit('k', { cost: { tokens: 1001 } }), CostExceedsLimitError);
+        await assert.rejects(limiter.refund('k', { tokns: 1 } as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost.tokns');
+        assert.deepEqual(remaining(await limiter.peek('k')), [3, 1000, 1500]);
+        if (storeCase.redis) assert.equal((await keysWithTtl(storeCase.redis, limiter.prefix)).size, 0);
+      });
+
+      it('corrects each unit on its own; cancel gives everything back; a denied or unsettled reservation is what it was', async () => {
+        const limiter = budget();
+        const reservation = await limiter.reserve('k', { cost: { requests: 1, tokens: 500 } });
+        assert.equal(await reservation.settle({ requests: 1, tokens: 800 }), true);
+        assert.deepEqual(remaining(await limiter.peek('k')), [2, 200, 700]);
+        // Units left out cost 0: this request's settle gives its request back too.
+        const unit = await limiter.reserve('k', { cost: { requests: 1, tokens: 100 } });
+        assert.equal(await unit.settle({ tokens: 50 }), true);
+        assert.deepEqual(remaining(await limiter.peek('k')), [2, 150, 650]);
+        const cancelled = await limiter.reserve('k', { cost: { requests: 1, tokens: 100 } });
+        assert.equal(await cancelled.cancel(), true);
+        assert.equal(await cancelled.settle({ tokens: 1 }), false);
+        const denied = await limiter.reserve('k', { cost: { requests: 1, tokens: 151 } });
+        assert.equal(denied.allowed, false);
+        assert.equal(await denied.settle({ tokens: 151 }), false);
+        await limiter.reserve('k', { cost: { requests: 1, tokens: 100 } });
+        assert.deepEqual(remaining(await limiter.peek('k')), [1, 50, 550]);
+        await assert.rejects(cancelled.settle({ tokens: -1 }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'actual.tokens');
+        await assertEveryKeyHasTtl(storeCase, limiter.prefix);
+      });
+
+      it('waitFor waits until every policy can take its own cost, or gives up at once', async () => {
+        const limiter = limiterOn(storeCase, {
+          policy: [fixedWindow({ limit: 100, window: '1h', name: 'requests' }), tokenBucket({ capacity: 10, refillPerSecond: 50, name: 'tokens', counts: 'tokens' })],
+        });
+        await limiter.limit('k', { cost: { requests: 1, tokens: 10 } });
+        const started = Date.now();
+        const waited = await limiter.waitFor('k', { cost: { requests: 1, tokens: 5 } });
+        assert.equal(waited.allowed, true);
+        assert.ok(Date.now() - started >= 90, `waited ${Date.now() - started} ms for 5 tokens at 50 a second`);
+        const gaveUp = await limiter.waitFor('k', { cost: { requests: 1, tokens: 10 }, timeout: 50 });
+        assert.deepEqual([gaveUp.allowed, gaveUp.policies[1]?.allowed], [false, false]);
+        assert.ok(gaveUp.retryAfterMs > 50);
+      });
     });
 
     describe('concurrency', () => {

@@ -52,7 +52,7 @@ for (const { name, policy } of cases) {
     it('a first call that is a refund of several policies refunds each once', async () => {
       // Were the form learnt from a failed call, the fixed window would be refunded before the
       // script failed at gcra's PEXPIRETIME, and again by the retry.
-      const policies = [fixedWindow({ limit: 3, window: '1h' }), policy];
+      const policies = [fixedWindow({ limit: 3, window: '1h', name: 'hourly' }), policy];
       const prefix = uniquePrefix();
       await createLimiter({ store: redisStore(older.redis), policy: policies, prefix }).limit('k', { cost: 2 });
       const limiter = createLimiter({ store: redisStore(older.redis), policy: policies, prefix });

@@ -24,8 +24,8 @@ function random(seed: number): () => number {
 }
 
 /**
- * Runs one random sequence of calls (limit with a cost, peek, refund; release and extend of the
- * leases taken) through the script in Redis, then each call through the TypeScript twins at the
+ * Runs one random sequence of calls (limit with a cost, one for all policies or each its own; peek,
+ * refund, settle into debt and back; release and extend of the leases taken) through the script in Redis, then each call through the TypeScript twins at the
  * very time Redis used (the reply's second field), and demands equal replies.
  */
 async function compare(harness: Harness, policies: readonly Policy[], seed: number, steps: number, penalty = { strikes: 0, blockMs: 0 }): Promise<void> {
@@ -42,12 +42,16 @@ async function compare(harness: Harness, policies: readonly Policy[], seed: numb
     const roll = next();
     const cost = 1 + Math.floor(next() * 3);
     const lease = leases.length > 0 && roll > 0.8 ? leases.splice(Math.floor(next() * leases.length), 1)[0] : undefined;
-    const op: Op = lease !== undefined ? (roll > 0.9 ? 'extend' : 'release') : roll < 0.15 ? 'peek' : roll < 0.25 ? 'refund' : 'limit';
-    const args = scriptArgs({ op, cost: op === 'peek' ? 1 : cost, target: lease ?? 0, ms: 150, penalty, policies });
+    const op: Op = lease !== undefined ? (roll > 0.9 ? 'extend' : 'release') : roll < 0.15 ? 'peek' : roll < 0.25 ? 'refund' : roll < 0.35 ? 'settle' : 'limit';
+    // A cost of its own per policy (a cost by unit) a third of the time; settle's signed, and never
+    // a lease's (reserve refuses concurrency).
+    const own = (least: number, most: number) => policies.map((p) => (p.algorithm === 'concurrency' && op === 'settle' ? 0 : least + Math.floor(next() * (most - least + 1))));
+    const costs = op === 'settle' ? own(-3, 6) : op !== 'peek' && next() < 0.33 ? own(0, 3) : op === 'peek' ? 1 : cost;
+    const args = scriptArgs({ op, cost: costs, target: lease ?? 0, ms: 150, penalty, policies });
     const fromRedis: Reply = await lua.run(script, keys, args);
     now = fromRedis[1] ?? 0;
     const fromTwin = await twin.run(script, keys, args);
-    assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${cost}) at ${now}`);
+    assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${String(costs)}) at ${now}`);
     if (op === 'limit') {
       for (let i = 0; i < policies.length; i++) if ((fromRedis[3 + i * 5 + 4] ?? 0) > 0) leases.push(fromRedis[3 + i * 5 + 4] ?? 0);
     }
@@ -57,7 +61,7 @@ async function compare(harness: Harness, policies: readonly Policy[], seed: numb
 for (const { name, harness, algorithms } of servers) {
   describe(`parity on ${name}: the Lua scripts and their TypeScript twins decide alike`, { concurrency: true }, () => {
     for (const [i, algorithm] of algorithms.entries()) {
-      it(`${algorithm.name}: a random sequence of pauses, costs, peeks and refunds`, async () => {
+      it(`${algorithm.name}: a random sequence of pauses, costs, peeks, refunds and settles`, async () => {
         // A short window, so the sequence crosses many windows and refills.
         await compare(harness, [algorithm.policy(5, 250)], 11 + i, 120);
       });

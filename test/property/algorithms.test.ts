@@ -126,6 +126,42 @@ describe('properties of every twin, on a fake clock', () => {
   }
 });
 
+describe('reserve and settle, on a stopped clock: what a key holds is what was settled, owing at most one limit', () => {
+  for (const algorithm of algorithms) {
+    it(`${algorithm.name}: admitted while the estimate fits; settle gives back down to 0 or takes up to two limits`, async () => {
+      const scenario = fc.integer({ min: 1, max: 8 }).chain((limit) =>
+        fc.record({
+          limit: fc.constant(limit),
+          steps: fc.array(fc.record({ estimate: fc.integer({ min: 1, max: limit }), actual: fc.integer({ min: 0, max: 3 * limit }), end: fc.constantFrom('settle', 'cancel', 'none') }), {
+            minLength: 1,
+            maxLength: 40,
+          }),
+        }),
+      );
+      await fc.assert(
+        fc.asyncProperty(scenario, async ({ limit, steps }) => {
+          // In the middle of an hour's window, still: no window ends and nothing refills.
+          const now = 1_800_000_000_000 + 1_800_000;
+          const limiter = createLimiter({ store: memoryStore({ now: () => now }), policy: algorithm.policy(limit, 3_600_000, { counts: 'tokens' }) });
+          let held = 0;
+          for (const { estimate, actual, end } of steps) {
+            const reservation = await limiter.reserve('k', { cost: { tokens: estimate } });
+            assert.equal(reservation.allowed, held + estimate <= limit, `holding ${held} of ${limit}, asked ${estimate}`);
+            if (reservation.allowed) held += estimate;
+            const settled = end === 'settle' ? await reservation.settle({ tokens: actual }) : end === 'cancel' ? await reservation.cancel() : false;
+            if (settled) {
+              const delta = (end === 'settle' ? actual : 0) - estimate;
+              held = delta < 0 ? Math.max(0, held + delta) : held + Math.min(delta, 2 * limit - held);
+            }
+            assert.equal((await limiter.peek('k')).remaining, Math.max(0, limit - held), `holding ${held} of ${limit}`);
+          }
+        }),
+        { numRuns: 100, seed: SEED, includeErrorInReport: true },
+      );
+    });
+  }
+});
+
 describe('token bucket retryAfterMs (found by the properties above)', () => {
   it('is never 1 ms short when (cost - tokens) / rate rounds down', async () => {
     let now = 613_116_540_349;

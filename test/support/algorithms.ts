@@ -4,14 +4,20 @@ import { fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket, type Decisio
  * Every algorithm that limits a rate, built from one (limit, window) so that each test can run them
  * all alike. (concurrency limits requests in progress instead; its tests are its own.)
  */
-export const algorithms: readonly { name: string; policy(limit: number, windowMs: number): Policy }[] = [
-  { name: 'fixedWindow', policy: (limit, windowMs) => fixedWindow({ limit, window: windowMs }) },
-  { name: 'slidingLog', policy: (limit, windowMs) => slidingLog({ limit, window: windowMs }) },
+export const algorithms: readonly { name: string; policy(limit: number, windowMs: number, more?: PolicyExtras): Policy }[] = [
+  { name: 'fixedWindow', policy: (limit, windowMs, more) => fixedWindow({ limit, window: windowMs, ...more }) },
+  { name: 'slidingLog', policy: (limit, windowMs, more) => slidingLog({ limit, window: windowMs, ...more }) },
   // A bucket that refills `limit` tokens per window: the same average rate as the windows.
-  { name: 'tokenBucket', policy: (limit, windowMs) => tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / windowMs }) },
-  { name: 'gcra', policy: (limit, windowMs) => gcra({ limit, period: windowMs }) },
-  { name: 'slidingWindow', policy: (limit, windowMs) => slidingWindow({ limit, window: windowMs }) },
+  { name: 'tokenBucket', policy: (limit, windowMs, more) => tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / windowMs, ...more }) },
+  { name: 'gcra', policy: (limit, windowMs, more) => gcra({ limit, period: windowMs, ...more }) },
+  { name: 'slidingWindow', policy: (limit, windowMs, more) => slidingWindow({ limit, window: windowMs, ...more }) },
 ];
+
+/** The options every rate policy takes beside its quota. */
+export interface PolicyExtras {
+  name?: string;
+  counts?: string;
+}
 
 /** A decision's numbers, without its per-policy details, for comparing with a literal. */
 export function numbers({ allowed, limit, remaining, resetAfterMs, retryAfterMs }: Decision) {

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
@@ -126,6 +127,12 @@ export async function keysWithTtl(redis: Redis | Cluster, prefix: string): Promi
     } while (cursor !== '0');
   }
   return found;
+}
+
+/** Asserts that every key under `prefix` has a TTL (in Redis; the memory store keeps none without one). */
+export async function assertEveryKeyHasTtl(storeCase: StoreCase, prefix: string): Promise<void> {
+  if (!storeCase.redis) return;
+  for (const [key, ttl] of await keysWithTtl(storeCase.redis, prefix)) assert.ok(ttl !== -1, `${key} has no TTL`);
 }
 
 /** SCRIPT FLUSH on the server, or on every node of a cluster. */

@@ -5,7 +5,7 @@ import { createLimiter, fixedWindow, memoryStore, type PolicyDecision } from '..
 
 /** A policy's part in a decision; `retryAfterMs` > 0 means it denied. */
 function part(name: string, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision {
-  return { name, algorithm: 'fixed-window', limit: 10, windowMs: 60_000, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
+  return { name, algorithm: 'fixed-window', counts: 'requests', limit: 10, windowMs: 60_000, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
 }
 
 describe('bindingPolicy', () => {

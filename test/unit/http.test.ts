@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { draft6Headers, draft7Headers, legacyHeaders, moreQuotaAfterMs, validHeaderMode } from '../../src/http/headers.js';
+import { draft6Headers, draft7Headers, goDuration, legacyHeaders, moreQuotaAfterMs, validHeaderMode } from '../../src/http/headers.js';
 import { InvalidOptionError, rateLimitHeaders, rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
 
 /** A policy's part of a decision; `retryAfterMs` > 0 means it denied. */
 function part(name: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision {
-  return { name, algorithm: 'fixed-window', limit, windowMs, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
+  return { name, algorithm: 'fixed-window', counts: 'requests', limit, windowMs, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
 }
 
 /** A decision over its policies, the way the limiter builds one: denied if any denies, for the longest wait. */
@@ -98,6 +98,35 @@ describe('header modes', () => {
       'X-RateLimit-Limit': '10',
       'X-RateLimit-Remaining': '9',
       'X-RateLimit-Reset': '1700000001',
+    });
+  });
+
+  describe('budgets in several units', () => {
+    const inUnit = (p: PolicyDecision, counts: string): PolicyDecision => ({ ...p, counts });
+    const requests = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('requests', 60, 60_000, remaining, resetAfterMs, retryAfterMs);
+    const tokens = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => inUnit(part('tokens', 100_000, 60_000, remaining, resetAfterMs, retryAfterMs), 'tokens');
+    const daily = (remaining: number, resetAfterMs: number) => inUnit(part('tokens-daily', 5_000_000, 86_400_000, remaining, resetAfterMs), 'tokens');
+
+    it('draft-11 and draft-8 give each policy its quota unit (qu) unless it counts requests', () => {
+      assert.equal(rateLimitHeaders(decision(requests(59, 1_000), tokens(98_470, 60_000)))['RateLimit-Policy'], '"requests";q=60;w=60, "tokens";q=100000;qu="tokens";w=60');
+      assert.equal(rateLimitHeaders(decision(tokens(98_470, 60_000)), 'draft-8')['RateLimit-Policy'], '"tokens";q=100000;qu="tokens";w=60');
+    });
+
+    it("'openai' sends each unit's limit, remaining and reset, from the unit's binding policy, as OpenAI does", () => {
+      assert.deepEqual(rateLimitHeaders(decision(requests(59, 1_000), tokens(98_470, 360_000), daily(4_998_470, 86_400_000)), 'openai'), {
+        'x-ratelimit-limit-requests': '60',
+        'x-ratelimit-remaining-requests': '59',
+        'x-ratelimit-reset-requests': '1s',
+        'x-ratelimit-limit-tokens': '100000',
+        'x-ratelimit-remaining-tokens': '98470',
+        'x-ratelimit-reset-tokens': '6m0s',
+      });
+      const denied = rateLimitHeaders(decision(requests(59, 1_000), tokens(0, 1_500, 1_500), daily(4_998_470, 86_400_000)), 'openai');
+      assert.deepEqual([denied['x-ratelimit-remaining-tokens'], denied['x-ratelimit-reset-tokens'], denied['retry-after-ms'], denied['Retry-After']], ['0', '1.5s', '1500', '2']);
+    });
+
+    it("writes durations in Go's form", () => {
+      assert.deepEqual([0, 20, 999, 1000, 1500, 60_000, 61_250, 3_600_000, 3_723_000].map(goDuration), ['0s', '20ms', '999ms', '1s', '1.5s', '1m0s', '1m1.25s', '1h0m0s', '1h2m3s']);
     });
   });
 

@@ -121,9 +121,9 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
     rejectsOption(() => gcra({ limit: 5, period: '1s', burst: 0 }), 'burst', '0');
     rejectsOption(() => gcra({ limit: 2001, period: '1s' }), 'limit', '2001');
     assert.equal(gcra({ limit: 2000, period: '1s' }).limit, 2000);
-    // Two bursts of 1,000,000 µs intervals stay below 2^53 µs.
-    assert.equal(gcra({ limit: 1, period: '1s', burst: 4_503_599_627 }).maxCost, 4_503_599_627);
-    rejectsOption(() => gcra({ limit: 1, period: '1s', burst: 4_503_599_628 }), 'burst', '4503599628');
+    // Three bursts of 1,000,000 µs intervals stay below 2^53 µs.
+    assert.equal(gcra({ limit: 1, period: '1s', burst: 3_002_399_751 }).maxCost, 3_002_399_751);
+    rejectsOption(() => gcra({ limit: 1, period: '1s', burst: 3_002_399_752 }), 'burst', '3002399752');
     rejectsOption(() => slidingWindow({ limit: 5, window: 5 }), 'window', '5');
     rejectsOption(() => slidingWindow({ limit: 1.5, window: '1s' }), 'limit', '1.5');
     // Three times limit * window (ms) stays below 2^53, so the weighted count is exact.

@@ -1,5 +1,5 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
-import { createLimiter, type Limiter, type LimitOptions } from '../core/limiter.js';
+import { createLimiter, type CostByUnit, type Limiter, type LimitOptions, type Reservation } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
 import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
@@ -32,7 +32,8 @@ export type SluiceWarningCode =
   | 'SLUICE_PROXY_HEADER_IGNORED'
   | 'SLUICE_PROXY_CHAIN_SHORT'
   | 'SLUICE_CLIENT_ADDRESS_UNKNOWN'
-  | 'SLUICE_STORE_FAILED';
+  | 'SLUICE_STORE_FAILED'
+  | 'SLUICE_SETTLE_FAILED';
 
 /** A misconfiguration or failure worth a human's attention; each code is reported once per middleware. */
 export interface SluiceWarning {
@@ -61,8 +62,11 @@ export interface DenialResponse {
   readonly body?: unknown;
 }
 
-/** Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa). */
-export interface RateLimitOptions<Req> extends ClientAddressOptions {
+/**
+ * Options shared by every adapter; `Req` is the framework's request (or context, for Hono and Koa),
+ * `Res` its response (Express's, node:http's, Fastify's reply; the context again for Hono and Koa).
+ */
+export interface RateLimitOptions<Req, Res = unknown> extends ClientAddressOptions {
   /** The limiter deciding each request. Or give `policy` and `store` (and `prefix`) to build one. */
   limiter?: Limiter;
   /**
@@ -74,8 +78,15 @@ export interface RateLimitOptions<Req> extends ClientAddressOptions {
   prefix?: string;
   /** The client's key (default: its IP address, see trustedProxies and ipv6Subnet). */
   key?: (req: Req) => MaybePromise<string>;
-  /** How many units this request uses (default 1). */
-  cost?: (req: Req) => MaybePromise<number>;
+  /** What this request uses (default 1): a number, or a cost by unit for policies that count other units ({ requests: 1, tokens: 4000 }). */
+  cost?: (req: Req) => MaybePromise<number | CostByUnit>;
+  /**
+   * What an admitted request really cost, read once its response is over (a usage count the
+   * handler left on the response, e.g. `res.locals.tokens`): the request is reserved at `cost`
+   * (limiter.reserve) and settled at this. Cut off or failed responses are settled too, unless
+   * skipFailedRequests gives them back whole.
+   */
+  settle?: (req: Req, res: Res) => MaybePromise<number | CostByUnit>;
   /** Return true to let a request through uncounted and without headers. */
   skip?: (req: Req) => MaybePromise<boolean>;
   /** Give back (limiter.refund) what an admitted request cost once its response succeeded (status below 400). */
@@ -111,6 +122,8 @@ export interface RequestFacts {
   readonly remoteAddress: string | undefined;
   /** The client's address by the framework's own proxy setting, where it has one (read only for `trustedProxies: 'framework'`). */
   readonly frameworkAddress?: string | undefined;
+  /** The framework's response (or context), for the `settle` hook. */
+  readonly response?: unknown;
 }
 
 /** What an adapter adds to the shared options. */
@@ -144,9 +157,10 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_CLIENT_ADDRESS_UNKNOWN:
     "a request's client address is unknown, so it shares one quota with every such request. Pass `key`, or on Hono your runtime's `getConnInfo`.",
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
+  SLUICE_SETTLE_FAILED: 'the `settle` hook threw, or answered what is not a cost; those requests stay charged at their estimate (`cost`).',
 };
 
-const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'settle', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
 const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
@@ -273,10 +287,10 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
  * the framework's request object and its facts. Adapters only translate the outcome, and say in
  * `adapter` what they add (options of their own, their framework's proxy setting).
  */
-export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Req, Res>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
   const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
   const limiter = limiterOf(o);
-  for (const name of ['key', 'cost', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
+  for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
   if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
@@ -292,8 +306,11 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
   if ((skipSuccessful || skipFailed) && typeof limiter.refund !== 'function') {
     throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
   }
+  if (o.settle !== undefined && typeof limiter.reserve !== 'function') {
+    throw new InvalidOptionError('limiter', limiter, 'a limiter with reserve(), to take the estimate that `settle` corrects');
+  }
   const addresses = clientAddressConfig(options, adapter.proxySetting);
-  const { key, cost, skip, onDenied, body, respond } = options;
+  const { key, cost, skip, onDenied, body, respond, settle: settleHook } = options;
   const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
   const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
   const warned = new Set<SluiceWarningCode>();
@@ -311,13 +328,39 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
     return key;
   }
 
-  /** What the adapter calls with the response's status, when some outcome is not counted. */
-  function refundIfUncounted(clientKey: string, requestCost: number, policy: LimitOptions['policy']): Responded | undefined {
-    if (!skipSuccessful && !skipFailed) return undefined;
+  const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error));
+  const storeFailed = (what: string) => (error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (${what}): ${describeError(error)}`);
+
+  /** The reservation settled at what `settle` says the request cost; a hook that throws or answers a bad cost is reported. */
+  function settleAt(req: Req, response: unknown, reservation: Pick<Reservation, 'settle'>): void {
+    let actual: Promise<number | CostByUnit>;
+    try {
+      actual = Promise.resolve((settleHook as NonNullable<typeof settleHook>)(req, response as Res));
+    } catch (error) {
+      actual = Promise.reject(error);
+    }
+    actual.then(
+      (cost) =>
+        reservation.settle(cost).catch((error: unknown) => {
+          if (isStoreFailure(error)) storeFailed('a settle')(error);
+          else warnOnce('SLUICE_SETTLE_FAILED', ` ${describeError(error)}`);
+        }),
+      (error: unknown) => warnOnce('SLUICE_SETTLE_FAILED', ` The settle hook threw: ${describeError(error)}`),
+    );
+  }
+
+  /**
+   * What the adapter calls with the response's status, when the request's charge is corrected
+   * after it: given back when its outcome is not counted, else settled at what it cost.
+   */
+  function afterResponse(req: Req, response: unknown, clientKey: string, requestCost: LimitOptions['cost'], policy: LimitOptions['policy'], reservation?: Pick<Reservation, 'settle' | 'cancel'>): Responded | undefined {
+    if (!skipSuccessful && !skipFailed && !reservation) return undefined;
     return (status) => {
       const succeeded = status !== undefined && status < 400;
-      if (succeeded ? !skipSuccessful : !skipFailed) return;
-      limiter.refund(clientKey, requestCost, { policy }).catch((error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (a refund): ${error instanceof Error ? error.message : String(error)}`));
+      const uncounted = succeeded ? skipSuccessful : skipFailed;
+      if (reservation && uncounted) reservation.cancel().catch(storeFailed('a cancel'));
+      else if (reservation) settleAt(req, response, reservation);
+      else if (uncounted) limiter.refund(clientKey, requestCost, { policy }).catch(storeFailed('a refund'));
     };
   }
 
@@ -334,9 +377,16 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
     const requestCost = cost ? await cost(req) : 1;
     const policy = policyOf ? await policyOf(req) : undefined;
     let decision: Decision | undefined;
+    let reservation: Pick<Reservation, 'settle' | 'cancel'> | undefined;
     let failure: unknown;
     try {
-      decision = await limiter.limit(clientKey, { cost: requestCost, policy });
+      if (settleHook) {
+        const { settle, cancel, ...made } = await limiter.reserve(clientKey, { cost: requestCost, policy });
+        reservation = { settle, cancel };
+        decision = made;
+      } else {
+        decision = await limiter.limit(clientKey, { cost: requestCost, policy });
+      }
       failure = decision.error;
     } catch (error) {
       if (!isStoreFailure(error)) throw error;
@@ -354,7 +404,7 @@ export function createRateLimit<Req>(options: RateLimitOptions<Req>, adapter: Ad
     const headers = rateLimitHeaders(decision, mode, Date.now(), clientKey);
     // A shadow denial was admitted without being counted: there is nothing to give back.
     if (decision.allowed) {
-      const responded = decision.shadowDenied ? undefined : refundIfUncounted(clientKey, requestCost, policy);
+      const responded = decision.shadowDenied ? undefined : afterResponse(req, facts.response, clientKey, requestCost, policy, reservation);
       return { pass: true, headers, responded, rateLimit: { ...decision, key: clientKey } };
     }
     const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };

@@ -1,9 +1,9 @@
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import { clientAddressOf, type RateLimitOptions } from './core.js';
 import { incomingFacts, limitIncoming } from './node.js';
 
-const expressFacts = (req: Request) => incomingFacts(req, () => req.ip);
+const expressFacts = (req: Request, res?: Response) => incomingFacts(req, () => req.ip, res);
 const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
@@ -17,7 +17,7 @@ export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWar
  *
  *     app.use(rateLimit({ limiter }));
  */
-export function rateLimit(options: RateLimitOptions<Request>): RequestHandler {
+export function rateLimit(options: RateLimitOptions<Request, Response>): RequestHandler {
   const limit = limitIncoming(options, expressFacts, EXPRESS);
   return function sluiceRateLimit(req, res, next) {
     limit(req, res).then((pass) => {

@@ -8,12 +8,12 @@ export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWar
 /** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
 export type FastifyRateLimitHook = 'onRequest' | 'preHandler';
 
-export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest> {
+export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest, FastifyReply> {
   /** When to decide: 'onRequest' (default), or 'preHandler' to key on the parsed body, e.g. a login's username. */
   hook?: FastifyRateLimitHook;
 }
 
-const fastifyFacts = (request: FastifyRequest) => incomingFacts(request.raw, () => request.ip);
+const fastifyFacts = (request: FastifyRequest, reply?: FastifyReply) => incomingFacts(request.raw, () => request.ip, reply);
 const PROXY_SETTING = "Fastify's `trustProxy` (request.ip)";
 
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
@@ -45,7 +45,7 @@ function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHo
   return {
     name,
     async handler(request, reply) {
-      const outcome = await decide(request, fastifyFacts(request));
+      const outcome = await decide(request, fastifyFacts(request, reply));
       reply.headers(outcome.headers);
       if (outcome.pass) {
         request.rateLimit = outcome.rateLimit;

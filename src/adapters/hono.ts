@@ -16,13 +16,14 @@ export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWar
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };
 
-export interface HonoRateLimitOptions extends RateLimitOptions<Context> {
+export interface HonoRateLimitOptions extends RateLimitOptions<Context, Context> {
   /** Required unless `key` is given: only the runtime knows the client's address. */
   getConnInfo?: GetConnInfo;
 }
 
 function honoFacts(c: Context, getConnInfo: GetConnInfo | undefined): RequestFacts {
   return {
+    response: c,
     header: (name) => c.req.header(name),
     get remoteAddress() {
       return getConnInfo?.(c).remote.address;

@@ -12,7 +12,7 @@ import { incomingFacts, onResponseEnd } from './node.js';
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
 // Structural, so a context of any State type fits.
-const koaFacts = (ctx: Pick<ParameterizedContext, 'req' | 'ip'>) => incomingFacts(ctx.req, () => ctx.ip);
+const koaFacts = (ctx: Pick<ParameterizedContext, 'req' | 'ip'>) => incomingFacts(ctx.req, () => ctx.ip, ctx);
 const KOA = { proxySetting: "Koa's `app.proxy` (ctx.ip)" };
 
 /** The middleware's default key for this request's client: `key: (ctx) => ctx.state.user?.id ?? clientAddress(ctx)`. */
@@ -24,7 +24,7 @@ export const clientAddress = clientAddressOf(koaFacts, KOA.proxySetting);
  *     app.use(rateLimit({ limiter }));
  */
 export function rateLimit<State = DefaultState, Context = DefaultContext>(
-  options: RateLimitOptions<ParameterizedContext<State, Context>>,
+  options: RateLimitOptions<ParameterizedContext<State, Context>, ParameterizedContext<State, Context>>,
 ): Middleware<State, Context> {
   const decide = createRateLimit(options, KOA);
   return async function sluiceRateLimit(ctx, next) {

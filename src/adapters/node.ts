@@ -14,8 +14,9 @@ export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWar
  * The facts of a node:http request (also under Express, Fastify and Koa), and the client address
  * by the framework's own proxy setting, where it has one (read only when asked).
  */
-export function incomingFacts(req: IncomingMessage, frameworkAddress?: () => string | undefined): RequestFacts {
+export function incomingFacts(req: IncomingMessage, frameworkAddress?: () => string | undefined, response?: unknown): RequestFacts {
   return {
+    response,
     header(name) {
       const value = req.headers[name];
       return Array.isArray(value) ? value.join(', ') : value;
@@ -49,14 +50,14 @@ export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
 }
 
 /** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
-export function limitIncoming<Req extends IncomingMessage>(
-  options: RateLimitOptions<Req>,
-  factsOf: (req: Req) => RequestFacts = (req) => incomingFacts(req),
+export function limitIncoming<Req extends IncomingMessage, Res extends ServerResponse>(
+  options: RateLimitOptions<Req, Res>,
+  factsOf: (req: Req, res: Res) => RequestFacts = (req, res) => incomingFacts(req, undefined, res),
   adapter: AdapterSpec = {},
-): (req: Req, res: ServerResponse) => Promise<boolean> {
+): (req: Req, res: Res) => Promise<boolean> {
   const decide = createRateLimit(options, adapter);
   return async (req, res) => {
-    const outcome = await decide(req, factsOf(req));
+    const outcome = await decide(req, factsOf(req, res));
     if (outcome.pass) req.rateLimit = outcome.rateLimit;
     return applyOutcome(res, outcome);
   };
@@ -72,7 +73,7 @@ export function limitIncoming<Req extends IncomingMessage>(
  *     const limit = rateLimit({ limiter });
  *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
  */
-export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: RateLimitOptions<Req>): (req: Req, res: ServerResponse) => Promise<boolean> {
+export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: RateLimitOptions<Req, ServerResponse>): (req: Req, res: ServerResponse) => Promise<boolean> {
   const limit = limitIncoming(options);
   return async function sluiceRateLimit(req, res) {
     try {

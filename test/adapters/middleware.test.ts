@@ -26,22 +26,34 @@ function fakeClock() {
   return { clock, limiter };
 }
 
-/** `limiter` with its refunds recorded, and a way to wait until some number of them have settled. */
-function watchRefunds(limiter: Limiter) {
+/**
+ * `limiter` with the corrections made after a response recorded (refunds; a reservation's settle
+ * and cancel), and a way to wait until some number of them have settled.
+ */
+function watchCorrections(limiter: Limiter) {
   const calls: string[] = [];
   let settled = () => undefined as void;
+  const record = <T>(made: Promise<T>, describe: (result: T) => string): Promise<T> =>
+    made.then((result) => {
+      calls.push(describe(result));
+      settled();
+      return result;
+    });
   const watched: Limiter = {
     ...limiter,
-    async refund(key, cost, options) {
-      const refunded = await limiter.refund(key, cost, options);
-      calls.push(`${key} ${cost} ${refunded}`);
-      settled();
-      return refunded;
+    refund: (key, cost, options) => record(limiter.refund(key, cost, options), (refunded) => `${key} ${JSON.stringify(cost)} ${refunded}`),
+    async reserve(key, options) {
+      const reservation = await limiter.reserve(key, options);
+      return {
+        ...reservation,
+        settle: (actual) => record(reservation.settle(actual), (done) => `settle ${key} ${JSON.stringify(actual)} ${done}`),
+        cancel: () => record(reservation.cancel(), (done) => `cancel ${key} ${done}`),
+      };
     },
   };
   const reach = (count: number) =>
     new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${calls.length} refunds, not ${count}`)), 2_000);
+      const timer = setTimeout(() => reject(new Error(`${calls.length} corrections, not ${count}: ${calls.join('; ')}`)), 2_000);
       settled = () => {
         if (calls.length < count) return;
         clearTimeout(timer);
@@ -49,7 +61,7 @@ function watchRefunds(limiter: Limiter) {
       };
       settled();
     });
-  return { watched, refunds: { calls, reach } };
+  return { watched, corrections: { calls, reach } };
 }
 
 /** The rate-limit fields of a reply (every header sluice may send), absent ones left out. */
@@ -169,7 +181,7 @@ for (const adapter of adapters) {
     for (const [option, refunded, counted] of [['skipFailedRequests', '/fail', '/'], ['skipSuccessfulRequests', '/', '/fail']] as const) {
       it(`${option}: gives back what a request to ${refunded} cost once answered, and counts ${counted}`, async () => {
         const { limiter } = fakeClock();
-        const { watched, refunds } = watchRefunds(limiter(2));
+        const { watched, corrections: refunds } = watchCorrections(limiter(2));
         const app = await serve({ global: { limiter: watched, [option]: true, cost: () => 1 } });
         for (let i = 1; i <= 3; i++) {
           assert.equal((await get(`${app.url}${refunded}`)).status, refunded === '/fail' ? 400 : 200);
@@ -182,7 +194,7 @@ for (const adapter of adapters) {
 
     it('skipFailedRequests: gives back a response cut off mid-way, as a failure', async () => {
       const { limiter } = fakeClock();
-      const { watched, refunds } = watchRefunds(limiter(2));
+      const { watched, corrections: refunds } = watchCorrections(limiter(2));
       const app = await serve({ global: { limiter: watched, skipFailedRequests: true } });
       for (let i = 1; i <= 3; i++) {
         assert.equal(await cut(`${app.url}/cut`), 200);
@@ -193,7 +205,7 @@ for (const adapter of adapters) {
 
     it('skipSuccessfulRequests: counts a response cut off mid-way, as a failure', async () => {
       const { limiter } = fakeClock();
-      const { watched, refunds } = watchRefunds(limiter(3));
+      const { watched, corrections: refunds } = watchCorrections(limiter(3));
       const app = await serve({ global: { limiter: watched, skipSuccessfulRequests: true } });
       for (let i = 1; i <= 2; i++) {
         assert.equal(await cut(`${app.url}/cut`), 200);
@@ -203,6 +215,85 @@ for (const adapter of adapters) {
       }
       assert.deepEqual(await statuses(`${app.url}/fail`, 2), [400, 429]);
       assert.equal(refunds.calls.length, 2);
+    });
+
+    describe('budgets: a cost by unit, settled when the response is over', () => {
+      /** 10 requests and 1000 tokens a minute on the fake clock; each request reserves 500 tokens and settles at its X-Used-Tokens. */
+      const budget = (more: Partial<RateLimitOptions<unknown>> = {}) => {
+        const { clock } = fakeClock();
+        const store = memoryStore({ now: () => clock.now });
+        const limiter = createLimiter({
+          store,
+          policy: [fixedWindow({ limit: 10, window: '1m', name: 'requests' }), fixedWindow({ limit: 1000, window: '1m', name: 'tokens', counts: 'tokens' })],
+        });
+        const { watched, corrections } = watchCorrections(limiter);
+        const responses: unknown[] = [];
+        const global: RateLimitOptions<unknown> = {
+          limiter: watched,
+          cost: () => ({ requests: 1, tokens: 500 }),
+          settle: (req, res) => {
+            responses.push(res);
+            return { requests: 1, tokens: Number(adapter.header(req, 'x-used-tokens')) };
+          },
+          ...more,
+        };
+        return { limiter, corrections, responses, global };
+      };
+      const used = (tokens: number) => ({ headers: { 'X-Used-Tokens': String(tokens) } });
+
+      it('reserves the estimate, settles at what the request used, and denies a key in debt', async () => {
+        const { limiter, corrections, responses, global } = budget();
+        const app = await serve({ global });
+        const first = await get(`${app.url}/`, used(100));
+        assert.deepEqual(rateLimitFields(first.headers), { 'ratelimit-policy': '"requests";q=10;w=60, "tokens";q=1000;qu="tokens";w=60', ratelimit: '"requests";r=9;t=50, "tokens";r=500;t=50' });
+        await corrections.reach(1);
+        assert.deepEqual(corrections.calls, ['settle 127.0.0.1 {"requests":1,"tokens":100} true']);
+        assert.ok(typeof responses[0] === 'object' && responses[0] !== null, 'settle receives the framework\'s response');
+        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [9, 900]);
+        // 500 reserved, 1500 used: 1000 more, 600 past the limit.
+        assert.equal((await get(`${app.url}/`, used(1500))).status, 200);
+        await corrections.reach(2);
+        const inDebt = await get(`${app.url}/`, used(1));
+        assert.equal(inDebt.status, 429);
+        assert.deepEqual(JSON.parse(inDebt.body)['violated-policies'], ['tokens']);
+      });
+
+      it('skipFailedRequests cancels the reservation of a failed or cut-off response instead of settling it', async () => {
+        const { limiter, corrections, global } = budget({ skipFailedRequests: true });
+        const app = await serve({ global });
+        assert.equal((await get(`${app.url}/fail`, used(700))).status, 400);
+        assert.equal(await cut(`${app.url}/cut`), 200);
+        await corrections.reach(2);
+        assert.deepEqual(corrections.calls, ['cancel 127.0.0.1 true', 'cancel 127.0.0.1 true']);
+        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [10, 1000]);
+      });
+
+      it('reports a settle hook that throws or answers a bad cost once, and the request stays charged at its estimate', async () => {
+        const warnings: SluiceWarning[] = [];
+        const { limiter, global } = budget({
+          settle: (req) => {
+            if (adapter.header(req, 'x-used-tokens') === 'throw') throw new Error('no usage reported');
+            return { tokens: -1 };
+          },
+          onWarning: (warning) => warnings.push(warning),
+        });
+        const app = await serve({ global });
+        assert.equal((await get(`${app.url}/`, { headers: { 'X-Used-Tokens': 'throw' } })).status, 200);
+        assert.equal((await get(`${app.url}/`)).status, 200);
+        for (let wait = 0; warnings.length === 0 && wait < 100; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.deepEqual(warnings.map((w) => w.code), ['SLUICE_SETTLE_FAILED']);
+        assert.match(warnings[0]?.message ?? '', /no usage reported/);
+        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [8, 0]);
+      });
+
+      it('refuses a settle hook beside a limiter without reserve()', async () => {
+        const { limiter } = fakeClock();
+        const withoutReserve = { ...limiter(1), reserve: undefined } as unknown as Limiter;
+        await assert.rejects(
+          async () => serve({ global: { limiter: withoutReserve, settle: () => 1 } }),
+          (error: unknown) => error instanceof InvalidOptionError && error.option === 'limiter',
+        );
+      });
     });
 
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {

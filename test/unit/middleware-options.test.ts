@@ -57,7 +57,7 @@ describe('middleware options', () => {
       ['passOnStoreError', true, 'use "onStoreError": "allow"'],
       ['keyPrefix', 'api', 'use "prefix"'],
       ['validate', false, 'sluice checks every option when the middleware is built; there is nothing to turn off'],
-      ['trustedProxy', 1, 'its options are limiter, policy, store, prefix, key, cost, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet'],
+      ['trustedProxy', 1, 'its options are limiter, policy, store, prefix, key, cost, settle, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet'],
     ];
     for (const [option, value, instead] of renamed) {
       assert.throws(

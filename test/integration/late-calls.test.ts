@@ -73,12 +73,13 @@ describe('late calls: a call answered by the failure policy counts nothing when 
 
   for (const [faultName, makeFault] of Object.entries(faults)) {
     for (const [clientName, connect] of Object.entries(clients)) {
-      it(`${faultName}, ${clientName}: limit, refund, reset and block sent during the fault change nothing`, async () => {
+      it(`${faultName}, ${clientName}: limit, refund, reset, block and settle sent during the fault change nothing`, async () => {
         const { client, close } = await connect(proxy.port);
         try {
           const { limiter, checker } = limiters(client);
           // Before the fault: state for each call to change, and replies that tell the server's clock.
           for (const key of ['limits', 'refund', 'refund', 'reset', 'reset', 'block']) await checker.limit(key);
+          const reservation = await limiter.reserve('settle', { cost: 5 });
           const fault = makeFault();
           await fault.start();
           // Concurrent calls go as one batch; the calls after them each alone.
@@ -88,14 +89,24 @@ describe('late calls: a call answered by the failure policy counts nothing when 
           await assert.rejects(limiter.refund('refund'), StoreTimeoutError);
           await assert.rejects(limiter.reset('reset'), StoreTimeoutError);
           await assert.rejects(limiter.block('block', HOUR), StoreTimeoutError);
+          await assert.rejects(reservation.settle(1), StoreTimeoutError);
+          // Reserved by the failure policy ('deny'): nothing was charged, so there is nothing to settle.
+          const unanswered = await limiter.reserve('settle', { cost: 5 });
+          assert.deepEqual([unanswered.allowed, unanswered.reason], [false, 'timeout']);
+          assert.equal(await unanswered.settle(100), false);
           await fault.end();
           // Sent after the late calls on the same connection, so decided after them.
-          assert.deepEqual(await remainingOf(checker, ['limits', 'refund', 'reset', 'block']), {
+          assert.deepEqual(await remainingOf(checker, ['limits', 'refund', 'reset', 'block', 'settle']), {
             limits: LIMIT - 2,
             refund: LIMIT - 3,
             reset: LIMIT - 3,
             block: LIMIT - 2,
+            settle: LIMIT - 6,
           });
+          // The settle that timed out changed nothing: retried, it settles once, and only once.
+          assert.equal(await reservation.settle(1), true);
+          assert.equal(await reservation.settle(1), false);
+          assert.equal((await checker.limit('settle')).remaining, LIMIT - 3);
         } finally {
           await close();
         }

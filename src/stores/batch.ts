@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha1Hex } from '../core/digest.js';
 import { readServerTime } from '../core/script.js';
 import type { Arg, Script } from '../core/types.js';
 import { unpackArray } from './msgpack.js';
@@ -66,7 +66,7 @@ export function batchScript(script: Script, packed: boolean): BatchScript {
   let batch = built.get(script);
   if (batch === undefined) {
     const lua = batchLua(script, packed);
-    batch = { name: `batch of ${script.name}`, lua, sha: createHash('sha1').update(lua).digest('hex') };
+    batch = { name: `batch of ${script.name}`, lua, sha: sha1Hex(lua) };
     built.set(script, batch);
   }
   return batch;

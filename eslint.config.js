@@ -32,4 +32,10 @@ export default tseslint.config(
       'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }, { name: 'Buffer', message: 'a Worker has no Buffer: use Uint8Array, TextEncoder, btoa' }],
     },
   },
+  {
+    // Plain JavaScript that every runtime runs as it is (test/runtimes).
+    files: ['test/runtimes/programs/*.{mjs,cjs}'],
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', require: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );

@@ -44,13 +44,55 @@ export async function work(sluice, store, prefix) {
   return seen;
 }
 
-/** A program's main: the memory store, then, given a port, a Redis store over ioredis on it. */
-export async function main(sluice, Redis, [label, port]) {
-  const result = { memory: await work(sluice, sluice.memoryStore(), `rt-${label}`) };
+/**
+ * A Hono app whose /limited (sluice/hono) allows each client three requests an hour, by its address
+ * as Cloudflare's CF-Connecting-IP header gives it (hono/cloudflare-workers' getConnInfo, which
+ * reads nothing else, so the same app serves in every runtime), with draft-8 fields.
+ */
+export function limitedApp({ sluice, rateLimit, Hono, getConnInfo }, store, prefix) {
+  const app = new Hono();
+  const limiter = sluice.createLimiter({ store, prefix, policy: sluice.fixedWindow({ limit: 3, window: '1h', name: '3-per-1h' }) });
+  app.use('/limited', rateLimit({ limiter, getConnInfo, headers: 'draft-8' }));
+  app.get('/limited', (c) => c.text('hello'));
+  return app;
+}
+
+/**
+ * Requests to a limitedApp, each by `request(address)` as a client at that address: an IPv6 client
+ * in four spellings and addresses of one /56, then one of the next /56; an IPv4 client, then as
+ * IPv4-mapped IPv6 in three spellings. The statuses, the fields of the next /56's first answer,
+ * and the last denial.
+ */
+export async function clientsWork(request) {
+  const statuses = [];
+  let neighbour;
+  let denial;
+  const addresses = ['2001:db8:ab:cd01::1', '2001:DB8:AB:CD01::1', '2001:db8:ab:cdff::2', '2001:db8:ab:cd00::9', '2001:db8:ab:ce00::1'];
+  for (const address of [...addresses, '203.0.113.7', '::ffff:203.0.113.7', '0:0:0:0:0:ffff:cb00:7107', '::FFFF:203.0.113.7']) {
+    const response = await request(address);
+    statuses.push(response.status);
+    if (address === '2001:db8:ab:ce00::1') neighbour = { policy: response.headers.get('ratelimit-policy'), remaining: /;r=(\d+);/.exec(response.headers.get('ratelimit'))?.[1] };
+    if (response.status === 429) {
+      denial = { contentType: response.headers.get('content-type'), retryAfter: /^\d+$/.test(response.headers.get('retry-after') ?? ''), body: await response.json() };
+    } else {
+      await response.text();
+    }
+  }
+  return { statuses, neighbour, denial };
+}
+
+/** A program's main: the workload and a Hono app on the memory store, then, given a port, on a Redis store over ioredis. */
+export async function main(modules, [label, port]) {
+  const prefix = `rt-${label}`;
+  const both = async (store) => {
+    const app = limitedApp(modules, store, prefix);
+    return { work: await work(modules.sluice, store, prefix), hono: await clientsWork((address) => app.request('/limited', { headers: { 'cf-connecting-ip': address } })) };
+  };
+  const result = { memory: await both(modules.sluice.memoryStore()) };
   if (port !== undefined) {
-    const client = new Redis({ host: '127.0.0.1', port: Number(port), maxRetriesPerRequest: 0 });
+    const client = new modules.Redis({ host: '127.0.0.1', port: Number(port), maxRetriesPerRequest: 0 });
     try {
-      result.redis = await work(sluice, sluice.redisStore(client), `rt-${label}`);
+      result.redis = await both(modules.sluice.redisStore(client));
     } finally {
       client.disconnect();
     }

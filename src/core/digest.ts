@@ -1,5 +1,5 @@
 /**
- * SHA-1 and SHA-256 of a string's UTF-8 bytes, computed at once. Web Crypto's digest is a Promise,
+ * SHA-1 and SHA-256 of a string's UTF-8 bytes, computed synchronously. Web Crypto's digest is a Promise,
  * but a script's SHA (which Redis knows it by: the SHA-1 of its exact text) and a long key's hashed
  * Redis key are needed synchronously, so sluice runs these two small FIPS 180-4 functions itself
  * and needs no `node:crypto`. Tested against `node:crypto` in test/unit/digest.test.ts.
@@ -7,8 +7,8 @@
 
 const utf8 = new TextEncoder();
 
-// Int32Array, not Uint32Array: V8 keeps 32-bit signed values as small integers, unsigned ones above
-// 2^31 as doubles, which made the hash several times slower.
+// Words are held in Int32Arrays, not Uint32Arrays: a signed 32-bit value stays a small integer in
+// JavaScript engines, where an unsigned one above 2^31 becomes a double; `>>> 0` makes them unsigned for hex.
 
 /** The message's 32-bit big-endian words, padded to whole 64-byte blocks with its bit length last. */
 function paddedWords(text: string): Int32Array {
@@ -26,6 +26,9 @@ const hex = (state: Int32Array): string => Array.from(state, (word) => (word >>>
 const rotl = (x: number, n: number): number => (x << n) | (x >>> (32 - n));
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 
+// SHA-1's round constants, one for each 20 rounds.
+const SHA1_ROUND_CONSTANTS = [0x5a827999, 0x6ed9eba1, 0x8f1bbcdc, 0xca62c1d6];
+
 /** The SHA-1 of `text`, in lowercase hex, as Redis names a script (SCRIPT LOAD, EVALSHA). */
 export function sha1Hex(text: string): string {
   const words = paddedWords(text);
@@ -36,9 +39,9 @@ export function sha1Hex(text: string): string {
     for (let t = 16; t < 80; t++) w[t] = rotl(w[t - 3]! ^ w[t - 8]! ^ w[t - 14]! ^ w[t - 16]!, 1);
     let a = state[0]!, b = state[1]!, c = state[2]!, d = state[3]!, e = state[4]!;
     for (let t = 0; t < 80; t++) {
-      const [f, k] =
-        t < 20 ? [(b & c) | (~b & d), 0x5a827999] : t < 40 ? [b ^ c ^ d, 0x6ed9eba1] : t < 60 ? [(b & c) | (b & d) | (c & d), 0x8f1bbcdc] : [b ^ c ^ d, 0xca62c1d6];
-      const next = (rotl(a, 5) + f + e + k + w[t]!) | 0;
+      const round = (t / 20) | 0;
+      const f = round === 0 ? (b & c) | (~b & d) : round === 2 ? (b & c) | (b & d) | (c & d) : b ^ c ^ d;
+      const next = (rotl(a, 5) + f + e + SHA1_ROUND_CONSTANTS[round]! + w[t]!) | 0;
       e = d;
       d = c;
       c = rotl(b, 30);

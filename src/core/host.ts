@@ -22,9 +22,9 @@ export function warn(message: string, options: { type?: string; code?: string })
 }
 
 /**
- * Runs `callback` once the current synchronous work is done: process.nextTick where there is one,
- * which waits for every promise continuation already running to queue its work too, so that a
- * batch gathers all of it; a microtask elsewhere.
+ * Runs `callback` soon, after the work queued now: process.nextTick where there is one (Node runs it
+ * once the promise continuations already queued have run, so the calls they make join the same
+ * batch), a microtask elsewhere.
  */
 export const afterThisTick: (callback: () => void) => void =
   typeof hostProcess?.nextTick === 'function' ? hostProcess.nextTick.bind(hostProcess) : (callback) => queueMicrotask(callback);

@@ -101,6 +101,8 @@ describe('every runtime runs the built package', { concurrency: true }, () => {
 /** A worker served by workerd on a free loopback port, until `stop`. */
 interface ServedWorker {
   readonly url: string;
+  /** What workerd has written so far (its stdout and stderr: the worker's console among it). */
+  output(): string;
   stop(): Promise<void>;
 }
 
@@ -141,29 +143,29 @@ const worker :Workerd.Worker = (
 `,
   );
   const port = await freePort();
-  const child = spawn(bin('.bin', 'workerd'), ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(bin('.bin', 'workerd'), ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const stop = async () => {
     await exited(child, 'SIGTERM');
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    await listening(child, `http://127.0.0.1:${port}`);
+    await listening(child, `http://127.0.0.1:${port}`, () => output);
   } catch (error) {
     await stop();
     throw error;
   }
-  return { url: `http://127.0.0.1:${port}`, stop };
+  return { url: `http://127.0.0.1:${port}`, output: () => output, stop };
 }
 
 /** Resolves once `url` answers; rejects, with what workerd said, if it exits or takes 20 s. */
-async function listening(child: ChildProcess, url: string): Promise<void> {
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+async function listening(child: ChildProcess, url: string, output: () => string): Promise<void> {
   const spawnError = new Promise<never>((_, reject) => child.once('error', reject));
   const deadline = Date.now() + 20_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`workerd exited with code ${child.exitCode}:\n${stderr}`);
-    if (Date.now() > deadline) throw new Error(`workerd did not listen within 20 s:\n${stderr}`);
+    if (child.exitCode !== null) throw new Error(`workerd exited with code ${child.exitCode}:\n${output()}`);
+    if (Date.now() > deadline) throw new Error(`workerd did not listen within 20 s:\n${output()}`);
     try {
       await Promise.race([fetch(url, { method: 'HEAD' }), spawnError]);
       return;
@@ -188,5 +190,12 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
   it('limits a Hono app by client address over HTTP, as in every runtime', async () => {
     const request = (address: string) => fetch(`${worker.url}/limited`, { headers: { 'cf-connecting-ip': address } });
     assert.deepEqual(await clientsWork(request), EXPECTED_HONO);
+  });
+
+  it('warns on the console, having no process, when a hook throws', async () => {
+    assert.equal(await (await fetch(`${worker.url}/observed`)).json(), true);
+    const warning = 'Warning [SLUICE_HOOK_FAILED]: an observe() hook threw: hook down';
+    for (let waited = 0; !worker.output().includes(warning) && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(worker.output().includes(warning), worker.output());
   });
 });

@@ -110,6 +110,9 @@ interface ServedWorker {
  * Bundles `entry` (resolving `sluice` to the built package by its exports map, not to the sources
  * that tsconfig.json's paths name) for the neutral platform, where a Node built-in does not
  * resolve, and serves it as a module worker without nodejs_compat: Web-standard APIs alone.
+ * (workerd's fetch() reaches public addresses only: a worker that must reach a server the test
+ * starts on loopback needs `(name = "internet", network = (allow = ["public", "local"]))` among the
+ * services.)
  */
 async function serveWorker(entry: string): Promise<ServedWorker> {
   const bundle = await build({

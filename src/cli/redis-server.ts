@@ -72,7 +72,8 @@ function launch(port: number, dir: string, args: readonly string[], config: read
   return { child, ready: waitUntilReady(child) };
 }
 
-function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+/** Resolves once `child` has exited, sending it `signal` if it still runs. */
+export function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill(signal);

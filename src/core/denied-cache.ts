@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { InvalidOptionError } from './errors.js';
 import type { Decision } from './types.js';
 import { nestedOptions, positiveInteger } from './validate.js';

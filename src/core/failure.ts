@@ -1,5 +1,6 @@
 import { parseDuration, type Duration } from './duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
+import { holdProcessOpen, warn } from './host.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
 import { policyFacts } from './binding.js';
@@ -31,7 +32,7 @@ export interface StoreRecovery {
 
 /**
  * Called synchronously, for logs and metrics. A hook that throws does not change the decision:
- * its error is reported with process.emitWarning.
+ * its error is reported with process.emitWarning (the console where there is no process).
  */
 export interface FailureHooks {
   storeError?(failure: StoreFailure): void;
@@ -83,7 +84,7 @@ function notify<T>(name: string, hook: ((event: T) => void) | undefined, event: 
   try {
     hook(event);
   } catch (error) {
-    process.emitWarning(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, 'SluiceHookWarning');
+    warn(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, { type: 'SluiceHookWarning' });
   }
 }
 
@@ -113,7 +114,7 @@ class Deadlines {
       this.head = 0;
       // Calls that settle at once (the memory store) would arm and clear a timer each: one timer
       // stays armed instead, holding the process open only while a call waits.
-      this.timer?.ref();
+      holdProcessOpen(this.timer, true);
     }
     const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
     this.queue.push(pending);
@@ -126,7 +127,7 @@ class Deadlines {
   finish(pending: Pending): boolean {
     if (pending.done) return false;
     pending.done = true;
-    if (--this.waiting === 0) this.timer?.unref();
+    if (--this.waiting === 0) holdProcessOpen(this.timer, false);
     return true;
   }
 
@@ -204,7 +205,7 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
       notify('storeError', hooks.storeError, { reason, error, failures: outage.failures });
     } else if (outage.failures === 1) {
       const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
-      process.emitWarning(`${error.message} (${reason}); answering ${policy} until it recovers`, 'SluiceStoreWarning');
+      warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { type: 'SluiceStoreWarning' });
     }
   }
 

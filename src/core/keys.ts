@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from './digest.js';
 import { InvalidArgumentError, InvalidOptionError } from './errors.js';
 
 // The client's key sits inside the first {...} of the Redis key, so every key of one client
@@ -34,6 +34,16 @@ export function validKey(value: unknown): string {
 // A UTF-16 code unit takes at most 3 UTF-8 bytes, so a key this short never needs measuring.
 const SURELY_SHORT = Math.floor(MAX_RAW_KEY_BYTES / 3);
 
+/** The UTF-8 length of a well-formed string: a surrogate pair (4 bytes) is two code units of 2. */
+function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0x80) bytes += unit < 0x800 || (unit >= 0xd800 && unit < 0xe000) ? 1 : 2;
+  }
+  return bytes;
+}
+
 /**
  * Who a key's state belongs to: the key itself, or, for a key that is too long or would end its own
  * Redis Cluster hash tag at once (a leading `}` makes the tag empty, so the cluster would hash the
@@ -41,8 +51,8 @@ const SURELY_SHORT = Math.floor(MAX_RAW_KEY_BYTES / 3);
  * with `}` is always hashed, so a hashed id never equals a key used as it is.
  */
 export function clientId(key: string): string {
-  if (key.startsWith('}') || (key.length > SURELY_SHORT && Buffer.byteLength(key) > MAX_RAW_KEY_BYTES)) {
-    return `}${createHash('sha256').update(key).digest('hex')}`;
+  if (key.startsWith('}') || (key.length > SURELY_SHORT && utf8Length(key) > MAX_RAW_KEY_BYTES)) {
+    return `}${sha256Hex(key)}`;
   }
   return key;
 }

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { localRun, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
@@ -199,15 +198,24 @@ export async function waitThrough(limit: Limiter['limit'], key: string, waitOpti
     signal?.throwIfAborted();
     const decision = await limit(key, limitOptions);
     if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
-    try {
-      await sleep(decision.retryAfterMs, undefined, signal ? { signal } : undefined);
-    } catch (error) {
-      // An abort during the wait rejects with the signal's reason, as one before the call does
-      // (sleep rejects with an AbortError that holds the reason only as its cause).
-      signal?.throwIfAborted();
-      throw error;
-    }
+    await sleep(decision.retryAfterMs, signal);
   }
+}
+
+/** Resolves after `ms`; rejects with the signal's reason once it aborts, as an abort before the call does. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const abort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    if (signal?.aborted) abort();
+    else signal?.addEventListener('abort', abort, { once: true });
+  });
 }
 
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Algorithm, Step } from '../algorithms/algorithm.js';
+import { sha1Hex } from './digest.js';
 import { MAX_DURATION_MS } from './duration.js';
 import type { Arg, Entry, Script, Write } from './types.js';
 
@@ -422,5 +422,5 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
 function build(name: string, algorithmsLua: readonly string[], twin: Script['twin']): Script {
   const setup = `${HELPERS.trim()}\n${algorithmsLua.map((lua) => lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
   const lua = `-- sluice: ${name}\n${setup}${BODY}`;
-  return { name, lua, setup, body: BODY, sha: createHash('sha1').update(lua).digest('hex'), twin };
+  return { name, lua, setup, body: BODY, sha: sha1Hex(lua), twin };
 }

@@ -1,4 +1,3 @@
-import { isIPv4, isIPv6, SocketAddress } from 'node:net';
 import { InvalidOptionError } from '../core/errors.js';
 
 /** The proxy header that the trusted proxies append the client's address to. */
@@ -52,7 +51,63 @@ export function clientAddressConfig(options: ClientAddressOptions, proxySetting?
   return { trustedProxies, proxyHeader, ipv6Subnet };
 }
 
-const IPV4_MAPPED = '::ffff:';
+// A dotted quad, each part a decimal from 0 to 255 without leading zeros (as node:net's isIPv4).
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+const HEX_GROUP = /^[0-9a-f]{1,4}$/i;
+
+/** An IPv4 address's two 16-bit halves. */
+function ipv4Words(address: string): [number, number] {
+  const [a, b, c, d] = address.split('.').map(Number) as [number, number, number, number];
+  return [(a << 8) | b, (c << 8) | d];
+}
+
+const dotted = (high: number, low: number): string => `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
+
+/** `:`-separated groups as 16-bit words; a last group may be a dotted IPv4 tail. Undefined if any is neither. */
+function groupWords(text: string, tailMayBeIPv4: boolean): number[] | undefined {
+  if (text === '') return [];
+  const groups = text.split(':');
+  const words: number[] = [];
+  for (const [i, group] of groups.entries()) {
+    if (tailMayBeIPv4 && i === groups.length - 1 && IPV4.test(group)) words.push(...ipv4Words(group));
+    else if (HEX_GROUP.test(group)) words.push(parseInt(group, 16));
+    else return undefined;
+  }
+  return words;
+}
+
+/**
+ * The eight 16-bit words of an IPv6 address in any RFC 4291 spelling (upper or lower case, leading
+ * zeros, one `::` standing for one or more zero groups, a dotted IPv4 tail); undefined if it is none.
+ */
+function ipv6Words(address: string): number[] | undefined {
+  const halves = address.split('::');
+  if (halves.length > 2) return undefined;
+  const head = groupWords(halves[0] ?? '', halves.length === 1);
+  const tail = halves.length === 2 ? groupWords(halves[1] ?? '', true) : [];
+  if (head === undefined || tail === undefined) return undefined;
+  if (halves.length === 1) return head.length === 8 ? head : undefined;
+  const zeros = 8 - head.length - tail.length;
+  return zeros < 1 ? undefined : [...head, ...new Array<number>(zeros).fill(0), ...tail];
+}
+
+/**
+ * An IPv6 address in one spelling, as inet_ntop writes it (RFC 5952): lowercase hex without leading
+ * zeros, the longest run of two or more zero words (the first of equals) as `::`, and an
+ * IPv4-compatible address (`::a.b.c.d`, six zero words) with its IPv4 tail dotted.
+ */
+function ipv6Text(words: readonly number[]): string {
+  let run = { at: -1, length: 1 };
+  for (let at = 0; at < 8; at++) {
+    let end = at;
+    while (words[end] === 0) end++;
+    if (end - at > run.length) run = { at, length: end - at };
+  }
+  const hex = (from: number, to: number) => words.slice(from, to).map((word) => word.toString(16)).join(':');
+  if (run.at === -1) return hex(0, 8);
+  if (run.at === 0 && run.length === 6) return `::${dotted(words[6]!, words[7]!)}`;
+  return `${hex(0, run.at)}::${hex(run.at + run.length, 8)}`;
+}
 
 /**
  * An address as a proxy header or a socket may spell it, as a bare IP: brackets, ports and
@@ -66,13 +121,12 @@ export function parseAddress(raw: string): string | undefined {
   if (bracketed?.[1] !== undefined) address = bracketed[1];
   else if (/^[\d.]+:\d+$/.test(address)) address = address.slice(0, address.lastIndexOf(':'));
   address = address.replace(/%.*$/, '');
-  if (isIPv4(address)) return address;
-  if (!isIPv6(address)) return undefined;
-  // node:net's own parser (inet_pton, then inet_ntop) writes every spelling of an address alike,
-  // and an IPv4-mapped one as `::ffff:a.b.c.d`.
-  const canonical = new SocketAddress({ address, family: 'ipv6' }).address;
-  const mapped = canonical.slice(IPV4_MAPPED.length);
-  return canonical.startsWith(IPV4_MAPPED) && isIPv4(mapped) ? mapped : canonical;
+  if (IPV4.test(address)) return address;
+  const words = ipv6Words(address);
+  if (words === undefined) return undefined;
+  // IPv4-mapped (::ffff:0:0/96): the IPv4 client a dual-stack socket reports this way.
+  const mapped = words.slice(0, 5).every((word) => word === 0) && words[5] === 0xffff;
+  return mapped ? dotted(words[6]!, words[7]!) : ipv6Text(words);
 }
 
 /**
@@ -147,29 +201,14 @@ export function findClientAddress(config: ClientAddressConfig, socketAddress: st
   return index < 0 ? { address, problem: 'proxy-chain-short' } : { address };
 }
 
-/** Eight 16-bit groups of a valid IPv6 address (an IPv4 tail counts as the last two). */
-function ipv6Groups(address: string): number[] {
-  let text = address;
-  const ipv4Tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (ipv4Tail) {
-    const [a, b, c, d] = ipv4Tail.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, ipv4Tail.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head = '', tail] = text.split('::');
-  const parse = (part: string) => (part === '' ? [] : part.split(':').map((group) => parseInt(group, 16)));
-  const left = parse(head);
-  const right = tail === undefined ? [] : parse(tail);
-  return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
-}
-
 /**
  * The rate-limit key of a client address: an IPv4 address as it is; an IPv6 address as its
  * `/subnet` prefix (`2001:db8:ab:cd00::/56`), so rotating through the addresses one client
  * owns does not earn new quota.
  */
 export function addressKey(address: string, ipv6Subnet: number): string {
-  if (isIPv4(address)) return address;
-  const groups = ipv6Groups(address).map((group, i) => {
+  if (IPV4.test(address)) return address;
+  const groups = (ipv6Words(address) ?? []).map((group, i) => {
     const bitsKept = Math.min(16, Math.max(0, ipv6Subnet - i * 16));
     return bitsKept === 0 ? 0 : group & (0xffff << (16 - bitsKept)) & 0xffff;
   });

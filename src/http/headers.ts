@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Bytes } from '../core/digest.js';
 import { bindingPolicy } from '../core/binding.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { REQUESTS } from '../core/validate.js';
@@ -62,7 +62,7 @@ export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields
  * itself (an address, a user id) is not sent.
  */
 function partitionKey(key: string): string {
-  return `:${createHash('sha256').update(key).digest().subarray(0, 12).toString('base64')}:`;
+  return `:${btoa(String.fromCharCode(...sha256Bytes(key).subarray(0, 12)))}:`;
 }
 
 /**

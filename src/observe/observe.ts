@@ -1,5 +1,5 @@
-import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
+import { warn } from '../core/host.js';
 import { limitEach, waitThrough, type Lease, type Limiter, type Reservation } from '../core/limiter.js';
 import type { Decision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
@@ -152,7 +152,7 @@ function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
   try {
     hook(build());
   } catch (error) {
-    process.emitWarning(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, { code: 'SLUICE_HOOK_FAILED' });
+    warn(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, { code: 'SLUICE_HOOK_FAILED' });
   }
 }
 

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha1Hex } from '../core/digest.js';
 import { readServerTime } from '../core/script.js';
 import type { Arg, Script } from '../core/types.js';
 import { unpackArray } from './msgpack.js';
@@ -66,7 +66,7 @@ export function batchScript(script: Script, packed: boolean): BatchScript {
   let batch = built.get(script);
   if (batch === undefined) {
     const lua = batchLua(script, packed);
-    batch = { name: `batch of ${script.name}`, lua, sha: createHash('sha1').update(lua).digest('hex') };
+    batch = { name: `batch of ${script.name}`, lua, sha: sha1Hex(lua) };
     built.set(script, batch);
   }
   return batch;
@@ -119,8 +119,9 @@ export function batchArguments(requests: readonly Request[], deadline: string): 
 export function settle(requests: readonly Request[], raw: unknown, error: (message: string) => Error): void {
   let flat: readonly unknown[] = [];
   try {
-    if (Buffer.isBuffer(raw)) flat = unpackArray(raw);
-    else if (Array.isArray(raw)) flat = raw;
+    if (Array.isArray(raw)) flat = raw;
+    // A packed reply is a Buffer, from a Node client; a runtime without Buffer (a Worker) has none.
+    else if (typeof Buffer === 'function' && Buffer.isBuffer(raw)) flat = unpackArray(raw);
   } catch (unreadable) {
     const failure = error(`the batch script's reply could not be read: ${(unreadable as Error).message}`);
     for (const request of requests) request.reject(failure);

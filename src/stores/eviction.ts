@@ -1,3 +1,5 @@
+import { warn } from '../core/host.js';
+
 /** Reads the server's memory section (INFO memory): its text, `name:value` lines. */
 export type MemoryInfo = () => Promise<string>;
 
@@ -37,7 +39,7 @@ export function checkEviction(read: MemoryInfo): void {
   read().then(
     (info) => {
       const warning = evictionWarning(info);
-      if (warning !== undefined) process.emitWarning(warning, { type: 'SluiceEvictionWarning', code: 'SLUICE_EVICTABLE_KEYS' });
+      if (warning !== undefined) warn(warning, { type: 'SluiceEvictionWarning', code: 'SLUICE_EVICTABLE_KEYS' });
     },
     () => undefined,
   );

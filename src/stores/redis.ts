@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto';
+import { sha1Hex } from '../core/digest.js';
 import { InvalidOptionError, StoreError, StorePermissionError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import { afterThisTick } from '../core/host.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../core/script.js';
 import type { Arg, Reply, Script } from '../core/types.js';
@@ -109,7 +110,7 @@ function isNoScript(error: unknown): boolean {
 // Asks whether the server has PEXPIRETIME (Redis 7.0 and later, Valkey), on the key a call is
 // about to use, so that a cluster asks the node that runs the call.
 const PEXPIRETIME_PROBE_LUA = "return redis.call('PEXPIRETIME', KEYS[1])";
-const PEXPIRETIME_PROBE = { lua: PEXPIRETIME_PROBE_LUA, sha: createHash('sha1').update(PEXPIRETIME_PROBE_LUA).digest('hex') };
+const PEXPIRETIME_PROBE = { lua: PEXPIRETIME_PROBE_LUA, sha: sha1Hex(PEXPIRETIME_PROBE_LUA) };
 
 // How a script's call of a command the server does not know fails: "Unknown Redis command called
 // from Lua script" (Redis 6.2), "... from script" (7.0 and later), "Unknown command ..." (Valkey 8).
@@ -283,7 +284,7 @@ export function redisStore(client: RedisClient): Store {
   }
 
   function enqueue(request: Pending): void {
-    if (queued.size === 0) process.nextTick(flush);
+    if (queued.size === 0) afterThisTick(flush);
     let groups = queued.get(request.script);
     if (groups === undefined) queued.set(request.script, (groups = new Map()));
     const group = groupOf(request.keys);

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import { describe, it } from 'node:test';
+import { rateLimitProblem } from '../../src/http/problem.js';
+import { hostileKeys } from '../support/hostile-keys.js';
 import { draft6Headers, draft7Headers, goDuration, legacyHeaders, moreQuotaAfterMs, validHeaderMode } from '../../src/http/headers.js';
 import { InvalidOptionError, rateLimitHeaders, rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
 
@@ -40,6 +44,16 @@ describe('rateLimitResponse', () => {
   });
 });
 
+describe('the problem body of a denial', () => {
+  it("titles every error status with node:http's reason phrase", () => {
+    for (let status = 400; status < 600; status++) {
+      if (status === 503) continue;
+      const title = rateLimitProblem(status, []).title;
+      assert.equal(title, `${STATUS_CODES[status] ?? `Error ${status}`}: the quota of this client is exceeded`);
+    }
+  });
+});
+
 describe("draft-11's t: the wait for more quota", () => {
   const of = (algorithm: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision => ({
     ...part('p', limit, windowMs, remaining, resetAfterMs, retryAfterMs),
@@ -68,6 +82,13 @@ describe("draft-11's t: the wait for more quota", () => {
 describe('header modes', () => {
   const burst = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('burst', 10, 1_000, remaining, resetAfterMs, retryAfterMs);
   const daily = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('daily', 1000, 86_400_000, remaining, resetAfterMs, retryAfterMs);
+
+  it("draft-8's partition key is the first 12 bytes of the key's SHA-256, in base64", () => {
+    for (const key of ['127.0.0.1', '2001:db8::/56', ...hostileKeys]) {
+      const pk = createHash('sha256').update(key).digest().subarray(0, 12).toString('base64');
+      assert.equal(rateLimitHeaders(decision(burst(9, 400)), 'draft-8', 0, key)['RateLimit-Policy'], `"burst";q=10;w=1;pk=:${pk}:`);
+    }
+  });
 
   it('draft-11 lists every policy, in order', () => {
     assert.deepEqual(rateLimitHeaders(decision(burst(9, 400), daily(950, 3_600_000))), {

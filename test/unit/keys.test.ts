@@ -19,6 +19,15 @@ describe('keys', () => {
     assert.match(storageKey('p', '}a', 'fw'), /^p:#\{[0-9a-f]{64}\}:fw$/);
   });
 
+  it('measures keys in UTF-8 bytes, whatever characters make them up', () => {
+    for (const char of ['x', 'é', '€', '😀']) {
+      for (let length = 80; length <= 260; length++) {
+        const key = char.repeat(length);
+        assert.equal(clientId(key) !== key, Buffer.byteLength(key) > MAX_RAW_KEY_BYTES, `${length} × ${char}`);
+      }
+    }
+  });
+
   it('splits every Redis key back into its client and part, as the memory store holds them', () => {
     const ids = new Set<string>();
     for (const key of hostileKeys) {

@@ -1,0 +1,39 @@
+/**
+ * What sluice asks of its host beyond Web-standard APIs, each taken where the host has it and done
+ * without where it has not. Node, Bun and Deno have a `process`, and keep running while a timer is
+ * armed unless it is unref'd; a Worker (Cloudflare's workerd, Vercel Edge) has no process to warn
+ * through or to keep running, and its timers are plain numbers.
+ */
+
+interface HostProcess {
+  emitWarning?(message: string, options: { type?: string; code?: string }): void;
+  nextTick?(callback: () => void): void;
+}
+
+const hostProcess = (globalThis as { process?: HostProcess }).process;
+
+/**
+ * A warning, through process.emitWarning (so `process.on('warning')` and `--no-warnings` see it),
+ * or the console where there is no process.
+ */
+export function warn(message: string, options: { type?: string; code?: string }): void {
+  if (typeof hostProcess?.emitWarning === 'function') hostProcess.emitWarning(message, options);
+  else console.warn(`${options.type ?? 'Warning'}${options.code === undefined ? '' : ` [${options.code}]`}: ${message}`);
+}
+
+/**
+ * Runs `callback` soon, after the work queued now: process.nextTick where there is one (Node runs it
+ * once the promise continuations already queued have run, so the calls they make join the same
+ * batch), a microtask elsewhere.
+ */
+export const afterThisTick: (callback: () => void) => void =
+  typeof hostProcess?.nextTick === 'function' ? hostProcess.nextTick.bind(hostProcess) : (callback) => queueMicrotask(callback);
+
+type Timer = ReturnType<typeof setTimeout>;
+
+/** Whether an armed timer keeps the process running (Node's and Bun's timers); a no-op where a timer is a number. */
+export function holdProcessOpen(timer: Timer | undefined, hold: boolean): void {
+  if (typeof timer !== 'object' || timer === null) return;
+  if (hold) timer.ref?.();
+  else timer.unref?.();
+}

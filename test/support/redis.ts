@@ -15,17 +15,11 @@ import { startUpstashBridge, type UpstashBridge } from './upstash.js';
 Logger.setLoggerConfig('error');
 
 /**
- * How long glide waits for a reply before failing the request (its default is 250 ms): longer than
- * a busy test machine may take, as the other clients, which wait as long as it takes.
+ * glide's configuration for `addresses`, with a wait for each reply (its default is 250 ms) longer
+ * than a busy test machine may take, as the other clients wait as long as it takes.
  */
-export const GLIDE_REQUEST_TIMEOUT_MS = 60_000;
-
-/** A glide client of the standalone server on `port`, or of the cluster whose nodes are `rootNodes`. */
-export function connectGlide(port: number): Promise<GlideClient>;
-export function connectGlide(rootNodes: readonly { host: string; port: number }[]): Promise<GlideClusterClient>;
-export function connectGlide(to: number | readonly { host: string; port: number }[]): Promise<GlideClient | GlideClusterClient> {
-  if (typeof to === 'number') return GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: to }], requestTimeout: GLIDE_REQUEST_TIMEOUT_MS });
-  return GlideClusterClient.createClient({ addresses: [...to], requestTimeout: GLIDE_REQUEST_TIMEOUT_MS });
+export function glideConfig(addresses: readonly { host: string; port: number }[]) {
+  return { addresses: [...addresses], requestTimeout: 60_000 };
 }
 
 /** An @upstash/redis client of the bridge, as an app would make one (auto-pipelining on, base64 replies). */
@@ -83,7 +77,7 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
     nodeRedis = createClient({ url: server.url });
     await nodeRedis.connect();
     valkey = new Valkey(server.url);
-    glide = await connectGlide(server.port);
+    glide = await GlideClient.createClient(glideConfig([{ host: '127.0.0.1', port: server.port }]));
     bridge = await startUpstashBridge(server.port);
     upstash = connectUpstash(bridge);
     const [seconds, micros] = await redis.time();
@@ -96,7 +90,7 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
       await nodeCluster.connect();
       valkeyCluster = new ValkeyCluster([...cluster.rootNodes]);
       await new Promise((resolve) => valkeyCluster?.once('ready', resolve));
-      glideCluster = await connectGlide(cluster.rootNodes);
+      glideCluster = await GlideClusterClient.createClient(glideConfig(cluster.rootNodes));
     }
   });
   after(async () => {

@@ -32,7 +32,8 @@ async function body(request: IncomingMessage): Promise<unknown> {
 }
 
 /**
- * Starts Upstash's REST protocol on a free loopback port, run by the redis-server on `redisPort`:
+ * Starts Upstash's REST protocol on a free loopback port, run by the redis-server on `redisPort` (as
+ * the ACL user `login`, if given):
  * `POST /` with a command as a JSON array answers `{ result }`, or `{ error }` with HTTP 400 when
  * Redis refuses it (500 when Redis cannot be reached); `POST /pipeline` with an array of commands
  * answers an array of those, in order, with HTTP 200. Every request needs `Authorization: Bearer
@@ -40,11 +41,13 @@ async function body(request: IncomingMessage): Promise<unknown> {
  * does by default. Nothing else of the API (path-style commands, /multi-exec, streams) is served:
  * sluice's store sends EVALSHA and EVAL alone, which @upstash/redis may pipeline.
  */
-export async function startUpstashBridge(redisPort: number): Promise<UpstashBridge> {
+export async function startUpstashBridge(redisPort: number, login?: { username: string; password: string }): Promise<UpstashBridge> {
   const token = randomUUID();
-  // A dead Redis fails each request at once, as a REST API answers rather than holds it.
-  const redis = new Redis(redisPort, '127.0.0.1', { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+  // A dead Redis fails each request at once, as a REST API answers rather than holds it. No ready
+  // check: it asks INFO, which `login` may not be allowed.
+  const redis = new Redis(redisPort, '127.0.0.1', { ...login, maxRetriesPerRequest: 0, enableOfflineQueue: false, enableReadyCheck: false });
   redis.on('error', () => undefined);
+  await once(redis, 'ready');
 
   async function run([name, ...args]: Command, base64: boolean): Promise<{ status: number; reply: { result: unknown } | { error: string } }> {
     try {

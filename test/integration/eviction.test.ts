@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { createLimiter, fixedWindow, redisStore } from '../../src/index.js';
 import { evictionWarning } from '../../src/stores/eviction.js';
-import { clientKinds } from '../support/clients.js';
+import { checksEviction, clientKinds } from '../support/clients.js';
 import { uniquePrefix } from '../support/redis.js';
 
 /** The SluiceEvictionWarning messages emitted while `run` runs, and shortly after. */
@@ -34,10 +34,6 @@ describe("eviction: a server that may evict sluice's keys is warned about once",
     return server;
   }
 
-  // @upstash/redis is never checked: Upstash's eviction is a setting of the database, which sluice
-  // does not ask over REST (docs/reliability.md, "Eviction").
-  const checked = (clientName: string) => !clientName.startsWith('@upstash/redis');
-
   const limited = ['--maxmemory', '100mb', '--maxmemory-policy'];
   const settings = [
     { name: 'allkeys-lru, 100mb', args: [...limited, 'allkeys-lru'], warns: 'allkeys-lru' },
@@ -50,7 +46,7 @@ describe("eviction: a server that may evict sluice's keys is warned about once",
 
   for (const { name, args, warns: policyWarns, without } of settings) {
     for (const [clientName, connect] of Object.entries(clientKinds).filter(([kind]) => kind !== without)) {
-      const warns = checked(clientName) ? policyWarns : undefined;
+      const warns = checksEviction(clientName) ? policyWarns : undefined;
       it(`${name}, ${clientName}: ${warns ? 'warns once' : 'no warning'}, and calls are decided`, async () => {
         const server = await serverWith(args);
         const { client, close } = await connect(server.port);

@@ -23,6 +23,14 @@ export interface ConnectOptions {
   readonly failFast?: boolean;
 }
 
+/**
+ * Whether a store over this kind of client checks the server's eviction setting (INFO): all but
+ * @upstash/redis, whose eviction is a setting of the Upstash database (docs/reliability.md, "Eviction").
+ */
+export function checksEviction(kind: string): boolean {
+  return !kind.startsWith('@upstash/redis');
+}
+
 /** How long glide waits for a reply when failing fast: a reply, or its failure, well within a limiter's default 1 s. */
 const GLIDE_FAIL_FAST_MS = 250;
 

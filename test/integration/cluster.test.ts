@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { GlideClusterClient } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
+import { Cluster as ValkeyCluster } from 'iovalkey';
 import { createCluster } from 'redis';
 import { scriptFor } from '../../src/core/script.js';
 import { createLimiter, redisStore, type Limiter } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
-import { clusterSettled, shardOfSlot, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
-import { flushScripts, keysWithTtl, uniquePrefix } from '../support/redis.js';
+import { clusterSettled, onEachNode, shardOfSlot, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
+import { flushScripts, glideConfig, keysWithTtl, uniquePrefix } from '../support/redis.js';
 
 const HOUR = 3_600_000;
 
@@ -19,24 +21,46 @@ describe('Redis Cluster: failover and script cache loss', () => {
   let cluster: RedisCluster;
   let ioCluster: Cluster;
   let nodeCluster: ReturnType<typeof createCluster>;
+  let valkeyCluster: ValkeyCluster;
+  let glideCluster: GlideClusterClient;
   before(async () => {
     cluster = await startRedisCluster();
     ioCluster = new Cluster([...cluster.rootNodes]);
     await new Promise((resolve) => ioCluster.once('ready', resolve));
     nodeCluster = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
     await nodeCluster.connect();
+    valkeyCluster = new ValkeyCluster([...cluster.rootNodes]);
+    await new Promise((resolve) => valkeyCluster.once('ready', resolve));
+    glideCluster = await GlideClusterClient.createClient(glideConfig(cluster.rootNodes));
   });
   after(async () => {
+    glideCluster.close();
+    await valkeyCluster.quit();
     await nodeCluster.close();
     await ioCluster.quit();
     await cluster.stop();
   });
 
-  it('a replica promoted with CLUSTER FAILOVER (its script cache empty) goes on counting, through both clients', async () => {
+  const clients = () => ({ ioredis: ioCluster, 'node-redis': nodeCluster, iovalkey: valkeyCluster, 'valkey-glide': glideCluster });
+
+  it('each cluster client sends a call to the node that owns its keys: no MOVED redirection', async () => {
+    await onEachNode(cluster.nodes, (node) => node.config('RESETSTAT'));
+    for (const [name, client] of Object.entries(clients())) {
+      const limiter = createLimiter({ store: redisStore(client), policy: algorithms[0]!.policy(10, HOUR), prefix: uniquePrefix(), timeout: '5s' });
+      // 60 clients' keys, over about as many slots: alone, then in batches of one slot each.
+      for (let i = 0; i < 60; i++) assert.equal((await limiter.limit(`user:${i}`)).remaining, 9, name);
+      const batched = await Promise.all(Array.from({ length: 120 }, (_, i) => limiter.limit(`user:${i % 60}`)));
+      assert.deepEqual(new Set(batched.map((d) => d.reason)), new Set([undefined]), name);
+    }
+    const errors = await onEachNode(cluster.nodes, (node) => node.info('errorstats'));
+    assert.deepEqual(errors.filter((stats) => stats.includes('errorstat_MOVED')), []);
+  });
+
+  it('a replica promoted with CLUSTER FAILOVER (its script cache empty) goes on counting, through every cluster client', async () => {
     const prefix = uniquePrefix();
     const limiters: Limiter[] = algorithms.flatMap((algorithm) =>
-      [redisStore(ioCluster), redisStore(nodeCluster)].map((store, i) =>
-        createLimiter({ store, policy: algorithm.policy(10, HOUR), prefix: `${prefix}-${i}`, timeout: '5s', onStoreError: 'deny' }),
+      Object.values(clients()).map((client, i) =>
+        createLimiter({ store: redisStore(client), policy: algorithm.policy(10, HOUR), prefix: `${prefix}-${i}`, timeout: '5s', onStoreError: 'deny' }),
       ),
     );
     // Every limiter's key for client "k" has the hash tag {k}: one slot, one shard.

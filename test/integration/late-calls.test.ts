@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { createLimiter, fixedWindow, redisStore, StoreTimeoutError, type Limiter, type RedisClient } from '../../src/index.js';
+import { clientKinds } from '../support/clients.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
 import { uniquePrefix } from '../support/redis.js';
 
@@ -59,20 +59,8 @@ describe('late calls: a call answered by the failure policy counts nothing when 
     },
   };
 
-  const clients: Record<string, (port: number) => Promise<{ client: RedisClient; close(): Promise<void> }>> = {
-    ioredis: async (port) => {
-      const client = new Redis(port, '127.0.0.1');
-      return { client, close: async () => client.disconnect() };
-    },
-    'node-redis': async (port) => {
-      const client = createClient({ socket: { host: '127.0.0.1', port } });
-      await client.connect();
-      return { client, close: async () => void (await client.quit()) };
-    },
-  };
-
   for (const [faultName, makeFault] of Object.entries(faults)) {
-    for (const [clientName, connect] of Object.entries(clients)) {
+    for (const [clientName, connect] of Object.entries(clientKinds)) {
       it(`${faultName}, ${clientName}: limit, refund, reset, block and settle sent during the fault change nothing`, async () => {
         const { client, close } = await connect(proxy.port);
         try {

@@ -1,11 +1,32 @@
 import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
 import { randomUUID } from 'node:crypto';
+import { Redis as Upstash } from '@upstash/redis';
+import { GlideClient, GlideClusterClient, Logger } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
+import { Cluster as ValkeyCluster, Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { memoryStore, redisStore, type Store } from '../../src/index.js';
 import { nodesOf, startRedisCluster, type RedisCluster } from './cluster.js';
+import { startUpstashBridge, type UpstashBridge } from './upstash.js';
+
+// glide logs every error reply at WARN (the NOSCRIPT after each SCRIPT FLUSH, say): the tests
+// provoke many, and assert what the store makes of them.
+Logger.setLoggerConfig('error');
+
+/**
+ * glide's configuration for `addresses`, with a wait for each reply (its default is 250 ms) longer
+ * than a busy test machine may take, as the other clients wait as long as it takes.
+ */
+export function glideConfig(addresses: readonly { host: string; port: number }[]) {
+  return { addresses: [...addresses], requestTimeout: 60_000 };
+}
+
+/** An @upstash/redis client of the bridge, as an app would make one (auto-pipelining on, base64 replies). */
+export function connectUpstash(bridge: UpstashBridge, options: { enableAutoPipelining?: boolean } = {}): Upstash {
+  return new Upstash({ url: bridge.url, token: bridge.token, enableTelemetry: false, ...options });
+}
 
 /** A store under test, and, for Redis, a raw client to look behind its back. */
 export interface StoreCase {
@@ -28,7 +49,7 @@ export interface Harness {
 
 /**
  * Starts a private redis-server for this test file (stopped after it) and opens, on it, one
- * client of each kind sluice supports. With `cluster`, also a private Redis Cluster (3 masters,
+ * client of each kind sluice supports (@upstash/redis through a bridge speaking Upstash's REST API). With `cluster`, also a private Redis Cluster (3 masters,
  * 3 replicas) and a cluster client of each kind. The cases are known when tests are declared;
  * their stores and clients are ready once `before` has run. `serverArgs` go to the standalone
  * server (e.g. WITHOUT_PEXPIRETIME), whose cases are then named `server` (default 'redis').
@@ -37,9 +58,15 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
   let nodeRedis: ReturnType<typeof createClient> | undefined;
+  let valkey: Valkey | undefined;
+  let glide: GlideClient | undefined;
+  let bridge: UpstashBridge | undefined;
+  let upstash: Upstash | undefined;
   let cluster: RedisCluster | undefined;
   let ioCluster: Cluster | undefined;
   let nodeCluster: ReturnType<typeof createCluster> | undefined;
+  let valkeyCluster: ValkeyCluster | undefined;
+  let glideCluster: GlideClusterClient | undefined;
   let clockOffsetMs = 0;
   const ready = <T>(value: T | undefined): T => {
     if (value === undefined) throw new Error('the Redis harness is used before its before() hook ran');
@@ -50,6 +77,10 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
     redis = new Redis(server.url);
     nodeRedis = createClient({ url: server.url });
     await nodeRedis.connect();
+    valkey = new Valkey(server.url);
+    glide = await GlideClient.createClient(glideConfig([{ host: '127.0.0.1', port: server.port }]));
+    bridge = await startUpstashBridge(server.port);
+    upstash = connectUpstash(bridge);
     const [seconds, micros] = await redis.time();
     clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - Date.now();
     if (options.cluster) {
@@ -58,12 +89,20 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
       await new Promise((resolve) => ioCluster?.once('ready', resolve));
       nodeCluster = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
       await nodeCluster.connect();
+      valkeyCluster = new ValkeyCluster([...cluster.rootNodes]);
+      await new Promise((resolve) => valkeyCluster?.once('ready', resolve));
+      glideCluster = await GlideClusterClient.createClient(glideConfig(cluster.rootNodes));
     }
   });
   after(async () => {
+    glideCluster?.close();
+    await valkeyCluster?.quit();
     await nodeCluster?.close();
     await ioCluster?.quit();
     await cluster?.stop();
+    await bridge?.stop();
+    glide?.close();
+    await valkey?.quit();
     await nodeRedis?.quit();
     await redis?.quit();
     await server?.stop();
@@ -91,10 +130,15 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
       { name: 'memory', inRedis: false, store: () => memoryStore(), redis: undefined, clockOffsetMs: 0 },
       redisCase(`${options.server ?? 'redis'} (ioredis)`, () => redisStore(ready(redis))),
       redisCase(`${options.server ?? 'redis'} (node-redis)`, () => redisStore(ready(nodeRedis))),
+      redisCase(`${options.server ?? 'redis'} (iovalkey)`, () => redisStore(ready(valkey))),
+      redisCase(`${options.server ?? 'redis'} (valkey-glide)`, () => redisStore(ready(glide))),
+      redisCase(`${options.server ?? 'redis'} (@upstash/redis over REST)`, () => redisStore(ready(upstash))),
       ...(options.cluster
         ? [
             redisCase('redis cluster (ioredis)', () => redisStore(ready(ioCluster)), () => ioCluster),
             redisCase('redis cluster (node-redis)', () => redisStore(ready(nodeCluster)), () => ioCluster),
+            redisCase('redis cluster (iovalkey)', () => redisStore(ready(valkeyCluster)), () => ioCluster),
+            redisCase('redis cluster (valkey-glide)', () => redisStore(ready(glideCluster)), () => ioCluster),
           ]
         : []),
     ],

@@ -144,7 +144,10 @@ export type Responded = (status: number | undefined) => void;
  */
 export type Outcome =
   | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded; readonly rateLimit?: RateLimitInfo }
-  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
+  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string; readonly denial: Denial };
+
+/** A denial as it is sent. */
+export type DenialOutcome = Extract<Outcome, { pass: false }>;
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
 const UNKNOWN_CLIENT = 'unknown-client';
@@ -262,8 +265,10 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 /** An HTTP error status: a denial's. */
 const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
 
+type DenialContent = Omit<DenialOutcome, 'pass' | 'denial'>;
+
 /** A denial as `respond` shaped it, over the rate-limit `headers`; what it returned is checked here, on the request. */
-function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
+function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): DenialContent {
   const valid =
     typeof response === 'object' &&
     response !== null &&
@@ -274,12 +279,26 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
   const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
   const content = response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
   return {
-    pass: false,
     status: response.status ?? status,
     headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
     contentType: contentType ?? content.contentType,
     body: content.body,
   };
+}
+
+/** The options object of a middleware (its name is `factory`): a plain object holding only the options it knows, or InvalidOptionError. */
+export function rateLimitOptionsObject(factory: string, options: unknown, adapter: AdapterSpec = {}): Record<string, unknown> {
+  return optionsObject(factory, options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
+}
+
+/**
+ * A route's own options over the app-wide ones. A route naming its own limiter (or policies to
+ * build one) inherits every other option, never the app-wide limiter, policies, store or prefix;
+ * one choosing its policies per request decides them with the app-wide limiter.
+ */
+export function routeOptions<Options extends RateLimitOptions<never, never>>(appWide: Options, own: Options): Options {
+  const ownLimiter = own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function');
+  return ownLimiter ? { ...appWide, limiter: undefined, policy: undefined, store: undefined, prefix: undefined, ...own } : { ...appWide, ...own };
 }
 
 /**
@@ -288,7 +307,7 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
  * `adapter` what they add (options of their own, their framework's proxy setting).
  */
 export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Req, Res>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
-  const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
+  const o = rateLimitOptionsObject('rateLimit', options, adapter);
   const limiter = limiterOf(o);
   for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
   if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
@@ -366,9 +385,9 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
-    if (respond) return denialResponse(await respond(req, denial), denial.status, headers);
+    if (respond) return { pass: false, denial, ...denialResponse(await respond(req, denial), denial.status, headers) };
     const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
-    return { pass: false, status: denial.status, headers, ...content };
+    return { pass: false, denial, status: denial.status, headers, ...content };
   }
 
   return async function decide(req, facts) {

@@ -170,10 +170,13 @@ const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "dr
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
 const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
+const KEY_INSTEAD = 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)';
 
-/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter and koa-ratelimit would write, and sluice's option for it. */
+/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter, koa-ratelimit and @nestjs/throttler would write, and sluice's option for it. */
 const PEER_NAMES: PeerNames = {
-  keyGenerator: 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)',
+  keyGenerator: KEY_INSTEAD,
+  getTracker: KEY_INSTEAD,
+  generateKey: 'use "key": (req) => the client\'s key, and "prefix" (or the limiter\'s) to keep one limiter\'s keys apart from another\'s',
   id: 'use "key": (req) => the client\'s key',
   max: POLICY_INSTEAD,
   limit: POLICY_INSTEAD,
@@ -181,12 +184,15 @@ const PEER_NAMES: PeerNames = {
   timeWindow: POLICY_INSTEAD,
   duration: POLICY_INSTEAD,
   points: POLICY_INSTEAD,
+  ttl: POLICY_INSTEAD,
+  throttlers: 'use "policy": [fixedWindow({ limit, window: ttl }), ...] (one policy per throttler, decided together) with "store", or a "limiter"',
   standardHeaders: HEADERS_INSTEAD,
   legacyHeaders: HEADERS_INSTEAD,
   addHeaders: HEADERS_INSTEAD,
   addHeadersOnExceeding: HEADERS_INSTEAD,
   enableDraftSpec: HEADERS_INSTEAD,
   disableHeader: HEADERS_INSTEAD,
+  setHeaders: HEADERS_INSTEAD,
   message: BODY_INSTEAD,
   errorMessage: BODY_INSTEAD,
   errorResponseBuilder: BODY_INSTEAD,
@@ -195,16 +201,21 @@ const PEER_NAMES: PeerNames = {
   allowList: SKIP_INSTEAD,
   allowlist: SKIP_INSTEAD,
   whitelist: SKIP_INSTEAD,
+  skipIf: SKIP_INSTEAD,
+  ignoreUserAgents: 'use "skip": (req) => /bot/i.test(req.headers[\'user-agent\'] ?? \'\') lets those requests through uncounted',
   skipOnError: ALLOW_INSTEAD,
   passOnStoreError: ALLOW_INSTEAD,
   redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
+  storage: 'use "store": redisStore(client), with "policy"; or a "limiter"',
   keyPrefix: 'use "prefix"',
   trustProxy: 'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
   nameSpace: 'use "prefix"',
   identifier: 'name the policy: fixedWindow({ ..., name })',
+  name: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
+  blockDuration: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after: 1, block } })',
   validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
-  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
+  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
   requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
 };
 

@@ -45,6 +45,37 @@ describe('adapter subpaths of the built package', () => {
     await promisify(execFile)(process.execPath, [tsc, '-p', 'test/package/consumer'], { cwd: root });
   });
 
+  it('serve a Nest app from the CommonJS build, as Nest apps are built', async () => {
+    // Decorators called as functions: plain node compiles no decorator syntax.
+    const app = `
+const { Controller, Get, Module } = require('@nestjs/common');
+const { APP_GUARD, NestFactory } = require('@nestjs/core');
+const { createLimiter, fixedWindow, memoryStore } = require('sluice');
+const { RateLimitGuard, RateLimitModule, SkipRateLimit } = require('sluice/nestjs');
+class Routes { home() { return 'home'; } health() { return 'ok'; } }
+Controller()(Routes);
+const method = (name) => [Routes.prototype, name, Object.getOwnPropertyDescriptor(Routes.prototype, name)];
+Get()(...method('home'));
+Get('health')(...method('health'));
+SkipRateLimit()(...method('health'));
+class AppModule {}
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1h', name: 'hourly' }) });
+Module({ imports: [RateLimitModule.forRoot({ limiter })], controllers: [Routes], providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }] })(AppModule);
+(async () => {
+  const app = await NestFactory.create(AppModule, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  const url = await app.getUrl();
+  for (const path of ['/', '/', '/health']) {
+    const reply = await fetch(url + path);
+    console.log(reply.status, reply.headers.get('content-type'), reply.headers.has('ratelimit'));
+  }
+  await app.close();
+})();
+`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=commonjs', '-e', app], { cwd: root });
+    assert.deepEqual(stdout.trim().split('\n'), ['200 text/html; charset=utf-8 true', '429 application/problem+json true', '200 text/html; charset=utf-8 false']);
+  });
+
   it('load nothing of the frameworks, which are optional peers, but the Nest core that the Nest guard is made of', async () => {
     for (const subpath of subpaths) {
       for (const flavour of ['esm', 'cjs']) {

@@ -73,7 +73,15 @@ export class RateLimitRoutes {
     for (const { metatype } of this.discovery.getControllers()) {
       if (typeof metatype !== 'function') continue;
       const prototype = metatype.prototype as Record<string, Target>;
-      for (const name of this.scanner.getAllMethodNames(prototype)) this.deciderFor(metatype, prototype[name] as Target);
+      for (const name of this.scanner.getAllMethodNames(prototype)) {
+        try {
+          this.deciderFor(metatype, prototype[name] as Target);
+        } catch (error) {
+          // Which route's options: the stack shows only Nest's start-up.
+          if (error instanceof InvalidOptionError) error.message += ` (in the options of ${metatype.name}.${name})`;
+          throw error;
+        }
+      }
     }
   }
 

@@ -155,7 +155,7 @@ describe('NestJS guard and decorators', () => {
     });
 
     it('in the merged options of the module and a route, or from forRootAsync, rejecting app.listen() (the process goes on)', async () => {
-      await assert.rejects(serve({ limiter: limiter(1, 'bad-route') }, [controller('', ['home'], { home: [RateLimit({ status: 302 })] })]), refused('status'));
+      await assert.rejects(serve({ limiter: limiter(1, 'bad-route') }, [controller('', ['home'], { home: [RateLimit({ status: 302 })] })]), refused('status', 'got 302 (in the options of Routes.home)'));
       await assert.rejects(serve({}, [controller('', ['home'], { home: [RateLimit({ policy: (req) => (req.path === '/' ? [] : []) })] })]), refused('limiter'));
       // NestFactory.create aborts the process on a provider's error (abortOnError): the factory's options are checked at init, not in it.
       const module = RateLimitModule.forRootAsync({ useFactory: () => ({ limiter: limiter(1, 'bad-async'), status: 302 }) });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Catch, Controller, Get, Module, Post, UseFilters, UseGuards, type ArgumentsHost, type ExceptionFilter, type ModuleMetadata, type Type } from '@nestjs/common';
-import { APP_GUARD } from '@nestjs/core';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import type { Request, Response } from 'express';
 import { clientAddress, RateLimit, RateLimitException, RateLimitGuard, RateLimitModule, SkipRateLimit, type NestRateLimitOptions } from '../../src/adapters/nestjs.js';
 import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, type Limiter } from '../../src/index.js';
@@ -134,6 +135,28 @@ describe('NestJS guard and decorators', () => {
     const post = async (user: string) => (await fetch(`${app.url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user }) })).status;
     assert.deepEqual([await post('ada'), await post('ada'), await post('bob')], [201, 429, 201]);
     assert.deepEqual([...(await replies(`${app.url}/home`, 2)), ...(await replies(`${app.url}/about`, 2))], ['200 "per-route";r=0;t=50', '429 "per-route";r=0;t=50', '200 "per-route";r=0;t=50', '429 "per-route";r=0;t=50']);
+  });
+
+  it('lets any context but HTTP through, unlimited (a microservice\'s message, a gateway\'s event)', async () => {
+    const counted: string[] = [];
+    const site = limiter(1, 'contexts');
+    const watched: Limiter = { ...site, limit: (key, options) => (counted.push(key), site.limit(key, options)) };
+    const Routes = controller('', ['home']);
+    class AppModule {}
+    Module({ imports: [RateLimitModule.forRoot({ limiter: watched })], controllers: [Routes] })(AppModule);
+    const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+    try {
+      await app.init();
+      const guard = app.get(RateLimitGuard);
+      for (const type of ['rpc', 'ws', 'graphql']) {
+        const context = new ExecutionContextHost([{ pattern: 'home' }, {}], Routes, Routes.prototype.home);
+        context.setType(type);
+        assert.equal(await guard.canActivate(context), true, type);
+      }
+      assert.deepEqual(counted, []);
+    } finally {
+      await app.close();
+    }
   });
 
   describe('refuses bad options with InvalidOptionError', () => {

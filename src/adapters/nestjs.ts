@@ -10,10 +10,10 @@ import { applyOutcome, incomingFacts, onResponseEnd } from './node.js';
 
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
 
-/** The options of the module and of `@RateLimit()`; callbacks receive the Express request (Nest on platform-express). */
-export type NestRateLimitOptions = RateLimitOptions<Request>;
+/** The options of the module and of `@RateLimit()`; callbacks receive the Express request (and `settle` the response: Nest on platform-express). */
+export type NestRateLimitOptions = RateLimitOptions<Request, Response>;
 
-const nestFacts = (req: Request) => incomingFacts(req, () => req.ip);
+const nestFacts = (req: Request, res?: Response) => incomingFacts(req, () => req.ip, res);
 const NEST = { proxySetting: "Express's `trust proxy` (app.set('trust proxy', ...) on Nest's Express app; req.ip)" };
 
 /** The guard's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
@@ -151,7 +151,7 @@ export class RateLimitGuard implements CanActivate {
     const http = context.switchToHttp();
     const req = http.getRequest<Request>();
     const res = http.getResponse<Response>();
-    const outcome = await decide(req, nestFacts(req));
+    const outcome = await decide(req, nestFacts(req, res));
     // Set now, so that they are sent whichever filter answers a denial.
     for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
     if (!outcome.pass) throw new RateLimitException(outcome);

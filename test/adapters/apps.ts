@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import Router from '@koa/router';
-import { Controller, Get, HttpCode, Module, Req, type ModuleMetadata, type Type } from '@nestjs/common';
+import { Controller, Get, HttpCode, Module, Req, Res, type ModuleMetadata, type Type } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import express5 from 'express';
@@ -12,7 +12,7 @@ import express4 from 'express4';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import type { FastifyRequest } from 'fastify';
 import type { Context } from 'hono';
 import type { RateLimitInfo, RateLimitOptions } from '../../src/adapters/core.js';
@@ -247,6 +247,9 @@ const nestAdapter: Adapter = {
       login() {
         return 'login';
       }
+      cut(res: Response) {
+        res.write(PARTIAL);
+      }
     }
     Controller()(AppController);
     decorate(AppController, 'home', Get('/'));
@@ -254,6 +257,9 @@ const nestAdapter: Adapter = {
     decorate(AppController, 'fail', Get('/fail'), HttpCode(400));
     decorate(AppController, 'info', Get('/info'));
     Req()(AppController.prototype, 'info', 0);
+    decorate(AppController, 'cut', Get('/cut'));
+    // Nest leaves a response it hands over (@Res()) to the handler.
+    Res()(AppController.prototype, 'cut', 0);
     if (spec.login) decorate(AppController, 'login', Get('/login'), RateLimit(spec.login));
     return serveNest(
       {

@@ -144,7 +144,10 @@ export type Responded = (status: number | undefined) => void;
  */
 export type Outcome =
   | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded; readonly rateLimit?: RateLimitInfo }
-  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string };
+  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string; readonly denial: Denial };
+
+/** A denial as it is sent. */
+export type DenialOutcome = Extract<Outcome, { pass: false }>;
 
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
 const UNKNOWN_CLIENT = 'unknown-client';
@@ -167,10 +170,13 @@ const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "dr
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
 const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
+const KEY_INSTEAD = 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)';
 
-/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter and koa-ratelimit would write, and sluice's option for it. */
+/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter, koa-ratelimit and @nestjs/throttler would write, and sluice's option for it. */
 const PEER_NAMES: PeerNames = {
-  keyGenerator: 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)',
+  keyGenerator: KEY_INSTEAD,
+  getTracker: KEY_INSTEAD,
+  generateKey: 'use "key": (req) => the client\'s key, and "prefix" (or the limiter\'s) to keep one limiter\'s keys apart from another\'s',
   id: 'use "key": (req) => the client\'s key',
   max: POLICY_INSTEAD,
   limit: POLICY_INSTEAD,
@@ -178,12 +184,15 @@ const PEER_NAMES: PeerNames = {
   timeWindow: POLICY_INSTEAD,
   duration: POLICY_INSTEAD,
   points: POLICY_INSTEAD,
+  ttl: POLICY_INSTEAD,
+  throttlers: 'use "policy": [fixedWindow({ limit, window: ttl }), ...] (one policy per throttler, decided together) with "store", or a "limiter"',
   standardHeaders: HEADERS_INSTEAD,
   legacyHeaders: HEADERS_INSTEAD,
   addHeaders: HEADERS_INSTEAD,
   addHeadersOnExceeding: HEADERS_INSTEAD,
   enableDraftSpec: HEADERS_INSTEAD,
   disableHeader: HEADERS_INSTEAD,
+  setHeaders: HEADERS_INSTEAD,
   message: BODY_INSTEAD,
   errorMessage: BODY_INSTEAD,
   errorResponseBuilder: BODY_INSTEAD,
@@ -192,16 +201,21 @@ const PEER_NAMES: PeerNames = {
   allowList: SKIP_INSTEAD,
   allowlist: SKIP_INSTEAD,
   whitelist: SKIP_INSTEAD,
+  skipIf: SKIP_INSTEAD,
+  ignoreUserAgents: 'use "skip": (req) => /bot/i.test(req.headers[\'user-agent\'] ?? \'\') lets those requests through uncounted',
   skipOnError: ALLOW_INSTEAD,
   passOnStoreError: ALLOW_INSTEAD,
   redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
+  storage: 'use "store": redisStore(client), with "policy"; or a "limiter"',
   keyPrefix: 'use "prefix"',
   trustProxy: 'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
   nameSpace: 'use "prefix"',
   identifier: 'name the policy: fixedWindow({ ..., name })',
+  name: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
+  blockDuration: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after: 1, block } })',
   validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
-  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
+  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
   requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
 };
 
@@ -262,8 +276,10 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 /** An HTTP error status: a denial's. */
 const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
 
+type DenialContent = Omit<DenialOutcome, 'pass' | 'denial'>;
+
 /** A denial as `respond` shaped it, over the rate-limit `headers`; what it returned is checked here, on the request. */
-function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): Outcome {
+function denialResponse(response: DenialResponse, status: number, headers: HeaderFields): DenialContent {
   const valid =
     typeof response === 'object' &&
     response !== null &&
@@ -274,12 +290,26 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
   const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
   const content = response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
   return {
-    pass: false,
     status: response.status ?? status,
     headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
     contentType: contentType ?? content.contentType,
     body: content.body,
   };
+}
+
+/** The options object of a middleware (its name is `factory`): a plain object holding only the options it knows, or InvalidOptionError. */
+export function rateLimitOptionsObject(factory: string, options: unknown, adapter: AdapterSpec = {}): Record<string, unknown> {
+  return optionsObject(factory, options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
+}
+
+/**
+ * A route's own options over the app-wide ones. A route naming its own limiter (or policies to
+ * build one) inherits every other option, never the app-wide limiter, policies, store or prefix;
+ * one choosing its policies per request decides them with the app-wide limiter.
+ */
+export function routeOptions<Options extends RateLimitOptions<never, never>>(appWide: Options, own: Options): Options {
+  const ownLimiter = own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function');
+  return ownLimiter ? { ...appWide, limiter: undefined, policy: undefined, store: undefined, prefix: undefined, ...own } : { ...appWide, ...own };
 }
 
 /**
@@ -288,7 +318,7 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
  * `adapter` what they add (options of their own, their framework's proxy setting).
  */
 export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Req, Res>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
-  const o = optionsObject('rateLimit', options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
+  const o = rateLimitOptionsObject('rateLimit', options, adapter);
   const limiter = limiterOf(o);
   for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
   if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
@@ -366,9 +396,9 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
 
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
-    if (respond) return denialResponse(await respond(req, denial), denial.status, headers);
+    if (respond) return { pass: false, denial, ...denialResponse(await respond(req, denial), denial.status, headers) };
     const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
-    return { pass: false, status: denial.status, headers, ...content };
+    return { pass: false, denial, status: denial.status, headers, ...content };
   }
 
   return async function decide(req, facts) {

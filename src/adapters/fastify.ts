@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidOptionError } from '../core/errors.js';
-import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
+import { clientAddressOf, createRateLimit, routeOptions, type RateLimitInfo, type RateLimitOptions } from './core.js';
 import { incomingFacts, onResponseEnd } from './node.js';
 
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
@@ -78,13 +78,9 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
   }
   // Declared, so every request has the property from the start (Fastify keeps one object shape).
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
-  // A route naming its own limiter (or policies to build one) inherits every other option, never the
-  // plugin's limiter; one choosing its policies per request decides them with the plugin's limiter.
-  const shared: FastifyRateLimitOptions = { ...options, limiter: undefined, policy: undefined, store: undefined, prefix: undefined };
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit;
-    const base = own && (own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function')) ? shared : options;
-    const hook = own === false ? undefined : own ? limitHook({ ...base, ...own }) : global;
+    const hook = own === false ? undefined : own ? limitHook(routeOptions(options, own)) : global;
     if (hook === undefined) return;
     const existing: unknown = route[hook.name];
     route[hook.name] = [hook.handler, ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing])] as never;

@@ -4,12 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import Router from '@koa/router';
+import { Controller, Get, HttpCode, Module, Req, Res, type ModuleMetadata, type Type } from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import express5 from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import type { FastifyRequest } from 'fastify';
 import type { Context } from 'hono';
 import type { RateLimitInfo, RateLimitOptions } from '../../src/adapters/core.js';
@@ -17,6 +20,7 @@ import { clientAddress as expressClientAddress, rateLimit as expressRateLimit } 
 import { clientAddress as fastifyClientAddress, rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { clientAddress as honoClientAddress, rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
 import { clientAddress as koaClientAddress, rateLimit as koaRateLimit } from '../../src/adapters/koa.js';
+import { clientAddress as nestClientAddress, RateLimit, RateLimitGuard, RateLimitModule } from '../../src/adapters/nestjs.js';
 import { clientAddress as nodeClientAddress, rateLimit as nodeRateLimit } from '../../src/adapters/node.js';
 import type { ClientAddressOptions } from '../../src/http/client-address.js';
 
@@ -199,12 +203,82 @@ const koaAdapter: Adapter = {
   },
 };
 
+/** Applies method decorators as TypeScript's legacy decorators do, without their syntax (which tsx does not compile). */
+export function decorate(controller: Type, method: string, ...decorators: MethodDecorator[]): void {
+  const descriptor = Object.getOwnPropertyDescriptor(controller.prototype, method) as PropertyDescriptor;
+  for (const decorator of decorators.reverse()) decorator(controller.prototype, method, descriptor);
+}
+
+/** A Nest app on platform-express, of one module, set up by `configure`, listening on a free port; what fails to start is closed. */
+export async function serveNest(metadata: ModuleMetadata, configure?: (app: NestExpressApplication) => void): Promise<RunningApp> {
+  class AppModule {}
+  Module(metadata)(AppModule);
+  const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger: false });
+  configure?.(app);
+  try {
+    await app.listen(0, '127.0.0.1');
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  return { url: await app.getUrl(), close: () => app.close() };
+}
+
+const nestAdapter: Adapter = {
+  name: 'nestjs',
+  clientAddress: (req, options) => nestClientAddress(req as Request, options),
+  header: (req, name) => (req as Request).get(name),
+  proxySetting: true,
+  async serve(spec) {
+    // A class per app: the decorators' metadata is the class's.
+    class AppController {
+      home() {
+        return 'home';
+      }
+      health() {
+        return 'ok';
+      }
+      fail() {
+        return 'bad';
+      }
+      info(req: Request) {
+        return JSON.stringify(infoOf(req.rateLimit));
+      }
+      login() {
+        return 'login';
+      }
+      cut(res: Response) {
+        res.write(PARTIAL);
+      }
+    }
+    Controller()(AppController);
+    decorate(AppController, 'home', Get('/'));
+    decorate(AppController, 'health', Get('/health'));
+    decorate(AppController, 'fail', Get('/fail'), HttpCode(400));
+    decorate(AppController, 'info', Get('/info'));
+    Req()(AppController.prototype, 'info', 0);
+    decorate(AppController, 'cut', Get('/cut'));
+    // Nest leaves a response it hands over (@Res()) to the handler.
+    Res()(AppController.prototype, 'cut', 0);
+    if (spec.login) decorate(AppController, 'login', Get('/login'), RateLimit(spec.login));
+    return serveNest(
+      {
+        imports: [RateLimitModule.forRoot(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname))],
+        controllers: [AppController],
+        providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }],
+      },
+      spec.frameworkProxy ? (app) => app.set('trust proxy', 1) : undefined,
+    );
+  },
+};
+
 export const adapters: readonly Adapter[] = [
   expressAdapter('express 5', express5),
   expressAdapter('express 4', express4),
   fastifyAdapter,
   honoAdapter,
   koaAdapter,
+  nestAdapter,
   nodeAdapter,
 ];
 

@@ -37,7 +37,7 @@ async function runExample(file: string, redisUrl = harness.server.url): Promise<
 }
 
 describe('examples', () => {
-  ['express', 'fastify', 'hono', 'koa', 'node'].forEach((name, i) => {
+  ['express', 'fastify', 'hono', 'koa', 'nestjs', 'node'].forEach((name, i) => {
     it(`examples/${name}.ts runs, limits a client to 5 a minute, and is the code docs/middleware/${name}.md shows`, async () => {
       const code = await readFile(new URL(`examples/${name}.ts`, root), 'utf8');
       const page = await readFile(new URL(`docs/middleware/${name}.md`, root), 'utf8');

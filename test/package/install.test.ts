@@ -11,24 +11,61 @@ import { promisify } from 'node:util';
 // without the network. Uncommitted changes are not in it.
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
-const subpaths = ['express', 'fastify', 'hono', 'koa', 'node'];
+// Each subpath, and what it is used through: a middleware, a plugin, or Nest's module.
+const entries = { express: 'rateLimit', fastify: 'rateLimit', hono: 'rateLimit', koa: 'rateLimit', nestjs: 'RateLimitModule', node: 'rateLimit' };
+const subpaths = Object.keys(entries) as Array<keyof typeof entries>;
 // Building takes half a minute on a busy machine: more than the suite's default per test.
 const PACK_TIMEOUT_MS = 600_000;
 
 // A TypeScript user's entry file: strict, so a subpath whose types do not resolve fails (TS7016).
 // skipLibCheck, as most projects set it: the frameworks' own declarations are not ours to check.
 const typedEntry = `import { createLimiter, fixedWindow, memoryStore, type Decision } from 'sluice';
-${subpaths.map((s) => `import { rateLimit as ${s} } from 'sluice/${s}';`).join('\n')}
+${subpaths.map((s) => `import { ${entries[s]} as ${s} } from 'sluice/${s}';`).join('\n')}
 const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
 export const decision: Promise<Decision> = limiter.limit('k');
 export type Middleware = [${subpaths.map((s) => `typeof ${s}`).join(', ')}];
 // @ts-expect-error a cost is a number
 limiter.limit('k', { cost: '2' });
 `;
+// A Nest app as Nest's own starter sets one up: CommonJS, node10 resolution, decorator syntax.
+const nestEntry = `import { Controller, Get, Module, Req } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
+import type { Request } from 'express';
+import { createLimiter, fixedWindow, memoryStore } from 'sluice';
+import { RateLimit, RateLimitGuard, RateLimitModule, SkipRateLimit, type RateLimitInfo } from 'sluice/nestjs';
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 10, window: '1m' }) });
+const login = createLimiter({ store: memoryStore(), prefix: 'login', policy: fixedWindow({ limit: 5, window: '15m' }) });
+@Controller()
+@RateLimit({ headers: 'draft-7' })
+export class AppController {
+  @Get()
+  home(@Req() req: Request): RateLimitInfo | undefined {
+    return req.rateLimit;
+  }
+  @Get('login')
+  @RateLimit({ limiter: login })
+  login() {
+    return 'login';
+  }
+  @Get('health')
+  @SkipRateLimit()
+  health() {
+    return 'ok';
+  }
+}
+@Module({
+  imports: [RateLimitModule.forRoot({ limiter, key: (req) => req.ip ?? 'unknown' })],
+  controllers: [AppController],
+  providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }],
+})
+export class AppModule {}
+// @ts-expect-error a status is a number
+RateLimit({ status: '429' });
+`;
 // Each resolution a TypeScript project may use, with the entry files it compiles (.ts is CommonJS
 // under node16 here: the project's package.json has no "type").
 const resolutions = {
-  node10: { args: ['--module', 'commonjs', '--moduleResolution', 'node10'], files: ['entry.ts'] },
+  node10: { args: ['--module', 'commonjs', '--moduleResolution', 'node10', '--experimentalDecorators', '--emitDecoratorMetadata'], files: ['entry.ts', 'nest.ts'] },
   node16: { args: ['--module', 'node16', '--moduleResolution', 'node16'], files: ['entry.ts', 'entry.mts'] },
   bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
 };
@@ -60,6 +97,8 @@ describe('a fresh clone, packed and installed into an empty project', () => {
       await mkdir(project);
       await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
       await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', tarball], { cwd: project });
+      // Nest, which sluice/nestjs is made of (an optional peer), as a Nest app has it.
+      await symlink(join(root, 'node_modules', '@nestjs'), join(project, 'node_modules', '@nestjs'));
     },
     { timeout: PACK_TIMEOUT_MS },
   );
@@ -71,7 +110,7 @@ describe('a fresh clone, packed and installed into an empty project', () => {
   it('imports every entry point from ESM and CommonJS, and decides', async () => {
     const names = ['sluice', ...subpaths.map((s) => `sluice/${s}`)];
     const esm = `const kinds = [];
-      for (const name of ${JSON.stringify(names)}) { const m = await import(name); kinds.push(typeof (m.createLimiter ?? m.rateLimit)); }
+      for (const name of ${JSON.stringify(names)}) { const m = await import(name); kinds.push(typeof (m.createLimiter ?? m.rateLimit ?? m.RateLimitModule)); }
       const { createLimiter, memoryStore, fixedWindow } = await import('sluice');
       const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
       console.log(kinds.join(' '), (await limiter.limit('k')).allowed, (await limiter.limit('k')).allowed);`;
@@ -84,6 +123,7 @@ describe('a fresh clone, packed and installed into an empty project', () => {
   it('resolves the types of every entry point under node10, node16 and bundler', async () => {
     await writeFile(join(project, 'entry.ts'), typedEntry);
     await writeFile(join(project, 'entry.mts'), typedEntry);
+    await writeFile(join(project, 'nest.ts'), nestEntry);
     // The frameworks' types, which the adapters' declarations import, as the user's project has them.
     for (const dependency of ['@types', 'fastify', 'hono']) await symlink(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency));
     const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');

@@ -176,17 +176,22 @@ local function decideCall(KEYS, ARGV, now, out, at)
     if all then
       redis.call('DEL', KEYS[2])
     else
-      local strikes = redis.pcall('INCR', KEYS[2]) if type(strikes) == 'table' and refused(strikes) then error(strikes) end
-      -- Junk (what INCR refuses: text, a fraction, a key of another type; or a count below 1)
-      -- counts again from 1.
-      if type(strikes) ~= 'number' or strikes < 1 then
-        strikes = 1
-        redis.call('SET', KEYS[2], '1')
+      -- The strikes key holds '<denials in a row>:<when they are forgotten>' (server time), read by
+      -- TIME as the block key is: a TTL alone would end them a ms early or late, by how far Redis's
+      -- expiry clock lags TIME; it only collects garbage, a ms after that end. Junk (not that form,
+      -- an end further off than blockMs, a key of another type) counts again from 1.
+      local held = redis.pcall('GET', KEYS[2]) if type(held) == 'table' and refused(held) then error(held) end
+      local strikes = 1
+      if type(held) == 'string' then
+        local count, ends = held:match('^(%d+):(%d+)$')
+        count, ends = whole(count), whole(ends)
+        if count and ends and ends > now and ends <= now + c.blockMs then strikes = count + 1 end
       end
-      redis.call('PEXPIRE', KEYS[2], digits(c.blockMs))
       if strikes >= c.strikes then
         redis.call('SET', KEYS[1], digits(now + c.blockMs), 'PX', digits(c.blockMs))
         redis.call('DEL', KEYS[2])
+      else
+        redis.call('SET', KEYS[2], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
       end
     end
   end
@@ -392,8 +397,10 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     if (!peek && call.strikesToBlock > 0) {
       if (all) writes[1] = null;
       else {
-        const strikes = ((entries[1] as Entry<number> | undefined)?.value ?? 0) + 1;
-        writes[1] = strikes >= call.strikesToBlock ? null : { value: strikes, ttlMs: call.blockMs };
+        // As the Lua's: [denials in a row, when they are forgotten].
+        const held = entries[1] as Entry<readonly [number, number]> | undefined;
+        const strikes = held !== undefined && held.value[1] > now ? held.value[0] + 1 : 1;
+        writes[1] = strikes >= call.strikesToBlock ? null : { value: [strikes, now + call.blockMs], ttlMs: call.blockMs + 1 };
         if (strikes >= call.strikesToBlock) writes[0] = { value: now + call.blockMs, ttlMs: call.blockMs };
       }
     }

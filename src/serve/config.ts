@@ -44,6 +44,8 @@ export interface RuleNode {
   /** The `name`s of its rate limits, which `replaces` of another rule may name. */
   readonly names: readonly string[];
   readonly replaces: readonly string[];
+  /** Where its `replaces` is written in its document, for messages. */
+  readonly replacesAt: string;
   readonly shadowMode: boolean;
   readonly detailedMetric: boolean;
   readonly shareThreshold: boolean;
@@ -272,6 +274,7 @@ function parseDescriptors(reader: Reader, path: string, value: unknown, parentPa
       unlimited: parsed?.unlimited ?? false,
       names: parsed?.names ?? [],
       replaces: parsed?.replaces ?? [],
+      replacesAt: join2(at, fields.rate_limits === undefined ? 'rate_limit.replaces' : 'rate_limits'),
       shadowMode: reader.flag(join2(at, 'shadow_mode'), fields.shadow_mode),
       detailedMetric: reader.flag(join2(at, 'detailed_metric'), fields.detailed_metric),
       shareThreshold: reader.flag(join2(at, 'share_threshold'), fields.share_threshold),
@@ -332,7 +335,7 @@ function parseFile(file: string, text: string, domains: Map<string, DomainDraft>
 function checkReplaces(domain: DomainDraft): void {
   for (const node of nodesOf(domain.root)) {
     const missing = node.replaces.find((name) => !domain.names.has(name));
-    if (missing !== undefined) throw new InvalidConfigError(node.file, `descriptor ${node.path}`, missing, `"replaces" names no rate limit of domain "${domain.name}"`);
+    if (missing !== undefined) throw new InvalidConfigError(node.file, node.replacesAt, missing, `names no rate limit of domain "${domain.name}"`);
   }
 }
 

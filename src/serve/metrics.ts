@@ -11,7 +11,7 @@ interface Series {
 
 interface Family {
   readonly name: string;
-  readonly type: 'counter' | 'histogram';
+  readonly type: 'counter' | 'gauge' | 'histogram';
   readonly help: string;
   readonly bounds: readonly number[];
   readonly series: Map<string, Series>;
@@ -86,13 +86,19 @@ export class Metrics {
     this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) }).value++;
   }
 
+  /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
+  inFlight(transport: 'grpc' | 'http', change: 1 | -1): void {
+    const family = this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport');
+    this.series(family, { transport }).value += change;
+  }
+
   /** Prometheus text format 0.0.4. */
   render(): string {
     const lines: string[] = [];
     for (const family of this.families.values()) {
       lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
       for (const series of family.series.values()) {
-        if (family.type === 'counter') {
+        if (family.type !== 'histogram') {
           lines.push(`${family.name}${labelText(series.labels)} ${series.value}`);
           continue;
         }

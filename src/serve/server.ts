@@ -111,13 +111,20 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);
 
-  const decideNow = (request: RateLimitRequest): Promise<RateLimitResponse> => decide(rules, request, { shadow, headers, metrics });
-  const grpc = await startGrpc(decideNow, host, grpcPort);
+  const decideBy = (transport: 'grpc' | 'http') => async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+    metrics.inFlight(transport, 1);
+    try {
+      return await decide(rules, request, { shadow, headers, metrics });
+    } finally {
+      metrics.inFlight(transport, -1);
+    }
+  };
+  const grpc = await startGrpc(decideBy('grpc'), host, grpcPort);
   let http;
   try {
     http = await startHttp(
       {
-        decide: decideNow,
+        decide: decideBy('http'),
         // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
         healthy: async () => (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
         metrics: () => metrics.render(),

@@ -97,8 +97,8 @@ async function connect(parsed: ParsedCommand, io: CliIo): Promise<Connected> {
     return { store: redisStore(client), description, close: async () => void (await client.quit()) };
   }
   if (given === undefined) {
-    io.err('sluice serve: no --redis, --cluster or REDIS_URL: counting in this process\'s memory, so run one instance only (several would each admit the whole limit)');
-    return { store: memoryStore(), description: 'the memory store', close: async () => undefined };
+    const description = "this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only: several would each admit the whole limit";
+    return { store: memoryStore(), description, close: async () => undefined };
   }
   const url = parseRedisUrl(given.url, given.source);
   const ioredis = await importIoredis();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { InvalidConfigError, createServer, type ServeOptions, type SluiceServer } from '../../src/serve/index.js';
+import { InvalidConfigError, createServer, loadConfig, type ServeOptions, type SluiceServer } from '../../src/serve/index.js';
 import { configDir, descriptor, rlsClient, type RlsClient } from '../support/rls.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 
@@ -351,4 +351,80 @@ describe('sluice serve configuration', () => {
       }
     });
   }
+});
+
+/** Reads a protobuf message into its fields by number: varints as numbers, length-delimited ones as bytes. */
+function protoFields(bytes: Buffer): Map<number, (number | Buffer)[]> {
+  const fields = new Map<number, (number | Buffer)[]>();
+  let at = 0;
+  const varint = () => {
+    let value = 0;
+    for (let shift = 0; ; shift += 7) {
+      const byte = bytes[at++] ?? assert.fail('truncated varint');
+      value += (byte & 0x7f) * 2 ** shift;
+      if (byte < 0x80) return value;
+    }
+  };
+  while (at < bytes.length) {
+    const tag = varint();
+    const [field, wireType] = [Math.floor(tag / 8), tag % 8];
+    let value: number | Buffer;
+    if (wireType === 0) value = varint();
+    else if (wireType === 2) {
+      const length = varint();
+      value = bytes.subarray(at, (at += length));
+    } else assert.fail(`unexpected wire type ${wireType}`);
+    fields.set(field, [...(fields.get(field) ?? []), value]);
+  }
+  return fields;
+}
+
+describe('sluice serve on the wire', () => {
+  it("answers Envoy's bytes at Envoy's method path with Envoy's field numbers", async () => {
+    const grpcJs = await import('@grpc/grpc-js');
+    const { server } = await serve(RULES, { store: harness.cases[0]?.store() ?? assert.fail() });
+    const client = new grpcJs.Client(`127.0.0.1:${server.grpcPort}`, grpcJs.credentials.createInsecure());
+    // RateLimitRequest { domain: "edge" (1), descriptors (2): [{ entries (1): [{ key (1): "path", value (2): "/login" }] }], hits_addend (3): 1 }
+    const entry = Buffer.from([0x0a, 4, ...Buffer.from('path'), 0x12, 6, ...Buffer.from('/login')]);
+    const request = Buffer.from([0x0a, 4, ...Buffer.from('edge'), 0x12, entry.length + 2, 0x0a, entry.length, ...entry, 0x18, 1]);
+    const reply = await new Promise<Buffer>((resolve, reject) =>
+      client.makeUnaryRequest(
+        '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+        (bytes: Buffer) => bytes,
+        (bytes: Buffer) => bytes,
+        request,
+        (error, response) => (error || !response ? reject(error ?? new Error('no response')) : resolve(response)),
+      ),
+    );
+    client.close();
+    const response = protoFields(reply);
+    assert.deepEqual(response.get(1), [1]); // overall_code: OK
+    const status = protoFields(response.get(2)?.[0] as Buffer);
+    assert.deepEqual(status.get(1), [1]); // code: OK
+    assert.deepEqual(status.get(3), [1]); // limit_remaining
+    const limit = protoFields(status.get(2)?.[0] as Buffer);
+    assert.deepEqual([limit.get(1), limit.get(2)], [[2], [3]]); // requests_per_unit 2, unit HOUR
+    const reset = protoFields(status.get(4)?.[0] as Buffer);
+    assert.ok(((reset.get(1)?.[0] as number | undefined) ?? 0) < 3600);
+  });
+});
+
+describe('examples/service/ratelimit.yaml', () => {
+  it('loads, and decides by its rules', async () => {
+    const config = await loadConfig('examples/service/ratelimit.yaml');
+    assert.deepEqual([...config.domains.keys()], ['edge', 'api']);
+    const server = await createServer({ config: 'examples/service/ratelimit.yaml', store: harness.cases[0]?.store() ?? assert.fail(), grpcPort: 0, httpPort: 0, host: '127.0.0.1', watch: false });
+    const grpc = rlsClient(server.grpcPort);
+    try {
+      const login = { domain: 'edge', descriptors: [{ entries: [{ key: 'path', value: '/login' }, { key: 'remote_address', value: '10.1.1.1' }] }] };
+      assert.deepEqual((await grpc.shouldRateLimit(login)).statuses[0]?.currentLimit, { requestsPerUnit: 5, unit: 'MINUTE' });
+      assert.equal((await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/healthz'])] })).statuses[0]?.limitRemaining, 4294967295);
+      const exports = [];
+      for (let i = 0; i < 4; i++) exports.push((await grpc.shouldRateLimit({ domain: 'api', descriptors: [descriptor(['action', 'export'])] })).overallCode);
+      assert.deepEqual(exports, ['OK', 'OK', 'OK', 'OVER_LIMIT']);
+    } finally {
+      grpc.close();
+      await server.close();
+    }
+  });
 });

@@ -24,6 +24,8 @@ function prometheusName(name: string, type: Family['type'], unit: string | undef
   return unit === 's' ? `${base}_seconds` : base;
 }
 
+const NO_ATTRIBUTES: MetricAttributes = {};
+
 const escapeLabel = (value: string): string => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
 function labelText(labels: MetricAttributes, extra = ''): string {
@@ -39,6 +41,7 @@ function labelText(labels: MetricAttributes, extra = ''): string {
  */
 export class Metrics {
   private readonly families = new Map<string, Family>();
+  private readonly descriptors = new Map<string, Series>();
 
   private family(name: string, type: Family['type'], help: string, bounds: readonly number[] = []): Family {
     let family = this.families.get(name);
@@ -56,24 +59,35 @@ export class Metrics {
     return series;
   }
 
-  /** A meter for observe(): every series it records carries `scope` too. */
+  /**
+   * A meter for observe(): every series it records carries `scope` too. observe() passes the same
+   * attributes object for the same series, so each instrument finds its series by that object.
+   */
   meter(scope: MetricAttributes): MeterLike {
+    const seriesOf = (family: Family) => {
+      const known = new WeakMap<MetricAttributes, Series>();
+      return (attributes: MetricAttributes = NO_ATTRIBUTES): Series => {
+        let series = known.get(attributes);
+        if (series === undefined) known.set(attributes, (series = this.series(family, { ...scope, ...attributes })));
+        return series;
+      };
+    };
     return {
       createCounter: (name, options) => {
-        const family = this.family(prometheusName(name, 'counter', options?.unit), 'counter', options?.description ?? name);
-        return { add: (value, attributes) => void (this.series(family, { ...scope, ...attributes }).value += value) };
+        const series = seriesOf(this.family(prometheusName(name, 'counter', options?.unit), 'counter', options?.description ?? name));
+        return { add: (value, attributes) => void (series(attributes).value += value) };
       },
       createHistogram: (name, options) => {
         const family = this.family(prometheusName(name, 'histogram', options?.unit), 'histogram', options?.description ?? name, options?.advice?.explicitBucketBoundaries ?? []);
+        const series = seriesOf(family);
         return {
           record: (value, attributes) => {
-            const series = this.series(family, { ...scope, ...attributes });
-            series.sum += value;
-            series.count++;
-            const buckets = series.buckets as number[];
-            family.bounds.forEach((bound, i) => {
-              if (value <= bound) buckets[i] = (buckets[i] ?? 0) + 1;
-            });
+            const recorded = series(attributes);
+            recorded.sum += value;
+            recorded.count++;
+            // Counted in the first bucket that holds it; render() sums them into Prometheus's cumulative ones.
+            const bucket = family.bounds.findIndex((bound) => value <= bound);
+            if (bucket >= 0 && recorded.buckets) recorded.buckets[bucket] = (recorded.buckets[bucket] ?? 0) + 1;
           },
         };
       },
@@ -82,8 +96,13 @@ export class Metrics {
 
   /** One descriptor's answer: by domain, rule and code, shadow-mode would-be denials apart. */
   descriptor(domain: string, rule: string, code: string, shadowDenied: boolean): void {
-    const family = this.family('sluice_serve_descriptors_total', 'counter', 'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)');
-    this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) }).value++;
+    const id = `${domain}\n${rule}\n${code}\n${shadowDenied}`;
+    let series = this.descriptors.get(id);
+    if (series === undefined) {
+      const family = this.family('sluice_serve_descriptors_total', 'counter', 'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)');
+      this.descriptors.set(id, (series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) })));
+    }
+    series.value++;
   }
 
   /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
@@ -102,7 +121,11 @@ export class Metrics {
           lines.push(`${family.name}${labelText(series.labels)} ${series.value}`);
           continue;
         }
-        family.bounds.forEach((bound, i) => lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${series.buckets?.[i] ?? 0}`));
+        let cumulative = 0;
+        family.bounds.forEach((bound, i) => {
+          cumulative += series.buckets?.[i] ?? 0;
+          lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${cumulative}`);
+        });
         lines.push(`${family.name}_bucket${labelText(series.labels, 'le="+Inf"')} ${series.count}`);
         lines.push(`${family.name}_sum${labelText(series.labels)} ${series.sum}`, `${family.name}_count${labelText(series.labels)} ${series.count}`);
       }

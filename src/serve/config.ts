@@ -73,7 +73,7 @@ export interface ServeConfig {
 const DOCUMENT_FIELDS = ['domain', 'descriptors'];
 const DESCRIPTOR_FIELDS = ['key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'detailed_metric', 'value_to_metric', 'share_threshold', 'descriptors'];
 const RATE_LIMIT_FIELDS = ['unit', 'requests_per_unit', 'name', 'unlimited', 'replaces', 'algorithm', 'window', 'burst'];
-export const ALGORITHMS = ['fixed_window', 'sliding_log', 'sliding_window', 'token_bucket', 'gcra'] as const;
+const ALGORITHMS = ['fixed_window', 'sliding_log', 'sliding_window', 'token_bucket', 'gcra'] as const;
 type AlgorithmName = (typeof ALGORITHMS)[number];
 // Names that sluice's RateLimit headers can carry as they are; any other name is kept for `replaces` only.
 const HEADER_SAFE_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -146,7 +146,7 @@ function buildPolicy(algorithm: AlgorithmName, requestsPerUnit: number, windowMs
 }
 
 /** The Envoy unit a window is exactly, else UNKNOWN. */
-export function unitOf(windowMs: number): UnitName {
+function unitOf(windowMs: number): UnitName {
   const unit = (Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[]).find((u) => UNIT_MS[u] === windowMs);
   return unit ?? 'UNKNOWN';
 }

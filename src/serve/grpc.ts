@@ -5,7 +5,7 @@ import type { UnitName } from './config.js';
 import { BadRequestError, type RateLimitRequest, type RateLimitResponse } from './service.js';
 
 /** The .proto sluice serve speaks; it ships beside this module. */
-export const PROTO_PATH = fileURLToPath(new URL('./proto/ratelimit.proto', import.meta.url));
+const PROTO_PATH = fileURLToPath(new URL('./proto/ratelimit.proto', import.meta.url));
 
 /** Field names in camelCase, enums as their names, 64-bit integers as numbers: as the JSON mapping has them. */
 const LOADER_OPTIONS = { keepCase: false, longs: Number, enums: String, defaults: false, oneofs: true } as const;

@@ -161,6 +161,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       clearTimeout(settle);
       settle = setTimeout(() => void reload(), RELOAD_SETTLE_MS);
     });
+    // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
+    watcher.on('error', (error) => log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`));
   }
   log(`sluice serve: ${summary(rules.config)}; gRPC on ${host}:${grpc.port}, HTTP on ${host}:${http.port}`);
 

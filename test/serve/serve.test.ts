@@ -309,13 +309,16 @@ describe('sluice serve configuration', () => {
     const r = await serve('domain: watched\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 1000 } }\n', { store: harness.cases[0]?.store() ?? assert.fail(), watch: true });
     const ask = async () => (await r.grpc.shouldRateLimit({ domain: 'watched', descriptors: [descriptor(['k', 'v'])] })).statuses[0]?.currentLimit?.requestsPerUnit;
     await r.config.write('more.yaml', 'domain: watched\ndescriptors:\n  - { key: other, rate_limit: { unit: minute, requests_per_unit: 3 } }\n');
-    let calls = 0;
-    // Calls keep going while the watcher reloads; every one must succeed.
+    let rounds = 0;
+    // Calls keep going, 16 at a time, while the watcher reloads; every one must succeed.
     while (!(await r.get('/rlconfig')).text.includes('watched.other')) {
-      assert.equal(await ask(), 1000);
-      calls++;
-      assert.ok(calls < 5000, 'the change was not picked up');
+      assert.deepEqual(new Set(await Promise.all(Array.from({ length: 16 }, ask))), new Set([1000]));
+      assert.ok(++rounds < 2000, 'the change was not picked up');
     }
+    // And reloads back to back under the same load.
+    const reloads = Promise.all(Array.from({ length: 5 }, () => r.server.reload()));
+    assert.deepEqual(new Set(await Promise.all(Array.from({ length: 64 }, ask))), new Set([1000]));
+    assert.deepEqual(await reloads, [true, true, true, true, true]);
     assert.equal((await r.grpc.shouldRateLimit({ domain: 'watched', descriptors: [descriptor(['other', 'x'])] })).statuses[0]?.currentLimit?.requestsPerUnit, 3);
   });
 

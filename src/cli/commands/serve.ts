@@ -1,7 +1,8 @@
 import { memoryStore } from '../../stores/memory.js';
 import { redisStore } from '../../stores/redis.js';
 import type { Store } from '../../stores/store.js';
-import { EXIT, REDIS_HELP, UsageError, redisOption, redisUrlOf, prefixOf, type CliIo, type Command, type ParsedCommand } from '../command.js';
+import { parseDuration } from '../../core/duration.js';
+import { EXIT, REDIS_HELP, UsageError, redisOption, redisUrlOf, prefixOf, validFlag, type CliIo, type Command, type ParsedCommand } from '../command.js';
 import { maskPassword, parseRedisUrl } from '../connect.js';
 
 const HELP = `Usage: sluice serve --config <file or directory> [options]
@@ -155,6 +156,8 @@ export const serve: Command = {
     const grpcPort = portOf(parsed, 'grpc-port');
     const httpPort = portOf(parsed, 'http-port');
     const prefix = prefixOf(parsed);
+    const given = parsed.values.timeout;
+    const timeout = typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
     const { createServer } = await importServe();
     const connected = await connect(parsed, io);
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);
@@ -170,7 +173,7 @@ export const serve: Command = {
         ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),
         ...(prefix === undefined ? {} : { prefix }),
         ...(onStoreError === undefined ? {} : { onStoreError }),
-        ...(typeof parsed.values.timeout === 'string' ? { timeout: parsed.values.timeout as `${number}s` } : {}),
+        ...(timeout === undefined ? {} : { timeout }),
         shadow: parsed.values.shadow === true,
         responseHeaders: parsed.values['response-headers'] === true,
         watch: parsed.values['no-watch'] !== true,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { InvalidConfigError, createServer, loadConfig, type ServeOptions, type SluiceServer } from '../../src/serve/index.js';
 import { configDir, descriptor, rlsClient, type RlsClient } from '../support/rls.js';
-import { uniquePrefix, useRedis } from '../support/redis.js';
+import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
 
 const harness = useRedis();
 const cases = harness.cases.filter((c) => c.name === 'memory' || c.name === 'redis (ioredis)');
@@ -201,6 +201,29 @@ descriptors:
       assert.match(answer.responseHeadersToAdd?.[1]?.value ?? '', /^"2-per-1h";r=1;t=\d+$/);
     });
 
+    it('blocks a descriptor with the penalty box', async () => {
+      const { grpc } = await serve(RULES, { store: storeCase.store(), penalty: { after: 1, block: '2h' } });
+      const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await grpc.shouldRateLimit(login));
+      assert.deepEqual(answers.map((a) => a.overallCode), ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+      // Blocked for 2 h after the first denial: longer than any rest of the hour's window.
+      assert.ok((answers[3]?.statuses[0]?.durationUntilReset?.seconds ?? 0) > 3600, JSON.stringify(answers[3]));
+    });
+
+    it('answers repeat denials from the denied cache', { skip: !storeCase.inRedis && 'the state is deleted behind its back in Redis' }, async () => {
+      const prefix = uniquePrefix();
+      const { grpc } = await serve(RULES, { store: storeCase.store(), prefix, deniedCache: { maxKeys: 100 } });
+      const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+      const answers = [];
+      for (let i = 0; i < 3; i++) answers.push((await grpc.shouldRateLimit(login)).overallCode);
+      // With its state gone from Redis, only the cache can still deny the descriptor.
+      const redis = storeCase.redis ?? assert.fail();
+      await redis.del(...(await keysWithTtl(redis, prefix)).keys());
+      answers.push((await grpc.shouldRateLimit(login)).overallCode);
+      assert.deepEqual(answers, ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+    });
+
     it('in global shadow mode answers OK while the statuses tell', async () => {
       const { grpc } = await serve(RULES, { store: storeCase.store(), shadow: true });
       const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
@@ -320,6 +343,19 @@ describe('sluice serve configuration', () => {
     assert.deepEqual(new Set(await Promise.all(Array.from({ length: 64 }, ask))), new Set([1000]));
     assert.deepEqual(await reloads, [true, true, true, true, true]);
     assert.equal((await r.grpc.shouldRateLimit({ domain: 'watched', descriptors: [descriptor(['other', 'x'])] })).statuses[0]?.currentLimit?.requestsPerUnit, 3);
+  });
+
+  it('merges the files of one domain, and refuses a descriptor defined in two of them', async () => {
+    const rule = 'domain: d\ndescriptors:\n  - { key: k, rate_limit: { unit: hour, requests_per_unit: 1 } }\n';
+    const config = await configDir({ 'a.yaml': rule, 'b.yaml': rule });
+    try {
+      await assert.rejects(loadConfig(config.dir), {
+        name: 'InvalidConfigError',
+        message: `sluice: config ${config.dir}/b.yaml at descriptors[0]: duplicate descriptor: key "k" is already defined in ${config.dir}/a.yaml`,
+      });
+    } finally {
+      await config.remove();
+    }
   });
 
   const bad: [string, string, RegExp][] = [

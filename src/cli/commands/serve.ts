@@ -26,6 +26,8 @@ Options:
   --response-headers        add the draft-11 RateLimit-Policy and RateLimit headers to the responses
   --on-store-error <mode>   allow (default) or deny while Redis fails or is slower than --timeout
   --timeout <duration>      how long a decision waits for Redis (default 1s)
+  --denied-cache <keys>     answer descriptors certain to be denied from memory, for up to this many keys
+  --penalty <n>/<duration>  after n denials in a row, block the descriptor for the duration (e.g. 5/10m)
   --no-watch                do not reload the configuration when it changes
   -h, --help                show this help
 
@@ -33,6 +35,23 @@ Examples:
   sluice serve --config ratelimit.yaml
   sluice serve --config /etc/ratelimit/config --redis redis://10.0.0.5:6379 --response-headers
   sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny`;
+
+/** --denied-cache and --penalty, as createServer takes them. */
+function libraryOptions(parsed: ParsedCommand): { deniedCache?: { maxKeys: number }; penalty?: { after: number; block: number } } {
+  const options: { deniedCache?: { maxKeys: number }; penalty?: { after: number; block: number } } = {};
+  const maxKeys = parsed.values['denied-cache'];
+  if (typeof maxKeys === 'string') {
+    if (!/^[1-9]\d*$/.test(maxKeys)) throw new UsageError(`sluice serve: --denied-cache must be a whole number of keys; got ${JSON.stringify(maxKeys)}`);
+    options.deniedCache = { maxKeys: Number(maxKeys) };
+  }
+  const penalty = parsed.values.penalty;
+  if (typeof penalty === 'string') {
+    const [, after, block] = /^([1-9]\d*)\/(.+)$/.exec(penalty) ?? [];
+    if (after === undefined || block === undefined) throw new UsageError(`sluice serve: --penalty must be <denials>/<duration>, such as 5/10m; got ${JSON.stringify(penalty)}`);
+    options.penalty = { after: Number(after), block: validFlag('--penalty', penalty, () => parseDuration('block', block)) };
+  }
+  return options;
+}
 
 function portOf(parsed: ParsedCommand, flag: string): number | undefined {
   const value = parsed.values[flag];
@@ -145,6 +164,8 @@ export const serve: Command = {
     'on-store-error': { type: 'string' },
     timeout: { type: 'string' },
     'no-watch': { type: 'boolean' },
+    'denied-cache': { type: 'string' },
+    penalty: { type: 'string' },
     ...redisOption,
   },
   async run(parsed, io) {
@@ -174,6 +195,7 @@ export const serve: Command = {
         ...(prefix === undefined ? {} : { prefix }),
         ...(onStoreError === undefined ? {} : { onStoreError }),
         ...(timeout === undefined ? {} : { timeout }),
+        ...libraryOptions(parsed),
         shadow: parsed.values.shadow === true,
         responseHeaders: parsed.values['response-headers'] === true,
         watch: parsed.values['no-watch'] !== true,

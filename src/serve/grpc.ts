@@ -46,7 +46,7 @@ function toWire(response: RateLimitResponse) {
       code: s.code,
       ...(s.currentLimit ? { currentLimit: s.currentLimit } : {}),
       limitRemaining: s.limitRemaining,
-      durationUntilReset: { seconds: Math.floor(s.durationUntilResetMs / 1000), nanos: (s.durationUntilResetMs % 1000) * 1_000_000 },
+      ...(s.durationUntilResetMs === undefined ? {} : { durationUntilReset: { seconds: Math.floor(s.durationUntilResetMs / 1000), nanos: (s.durationUntilResetMs % 1000) * 1_000_000 } }),
     })),
     responseHeadersToAdd: response.responseHeadersToAdd,
   };

@@ -100,7 +100,7 @@ export function responseToJson(response: RateLimitResponse): Json {
       status.currentLimit = { requestsPerUnit, ...(limitUnit === 'UNKNOWN' ? {} : { unit: limitUnit }), ...(name ? { name } : {}) };
     }
     if (s.limitRemaining !== 0) status.limitRemaining = s.limitRemaining;
-    status.durationUntilReset = durationJson(s.durationUntilResetMs);
+    if (s.durationUntilResetMs !== undefined) status.durationUntilReset = durationJson(s.durationUntilResetMs);
     return status;
   });
   if (response.responseHeadersToAdd.length > 0) json.responseHeadersToAdd = response.responseHeadersToAdd;

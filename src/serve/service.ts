@@ -34,8 +34,11 @@ export interface DescriptorStatus {
   /** Absent for a descriptor no rule limits. */
   readonly currentLimit?: ReportedLimit;
   readonly limitRemaining: number;
-  /** When allowed, until the state resets; when over the limit, until the same request would be admitted. */
-  readonly durationUntilResetMs: number;
+  /**
+   * When allowed, until the state resets; when over the limit, until the same request would be
+   * admitted. Absent for a descriptor no rule limits.
+   */
+  readonly durationUntilResetMs?: number;
 }
 
 export interface RateLimitResponse {
@@ -219,7 +222,7 @@ export async function decide(rules: Rules, request: RateLimitRequest, options: {
   }
   const statuses = plans.map((plan, i): DescriptorStatus => {
     const decision = decisions[i];
-    if (plan.kind === 'free' || decision === undefined) return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0, durationUntilResetMs: 0 };
+    if (plan.kind === 'free' || decision === undefined) return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0 };
     let status: DescriptorStatus;
     if (decision === 'too-costly') {
       status = { code: 'OVER_LIMIT', currentLimit: plan.reported[0] as ReportedLimit, limitRemaining: 0, durationUntilResetMs: 0 };

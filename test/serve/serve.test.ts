@@ -131,7 +131,7 @@ for (const storeCase of cases) {
       assert.deepEqual(await limitOf('path', '/api/users'), { requestsPerUnit: 3, unit: 'HOUR' });
       assert.deepEqual(await limitOf('path', '/home'), { requestsPerUnit: 10, unit: 'DAY' });
       // No rule: OK, without a limit. Unknown domain: the same.
-      assert.deepEqual(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['nobody', 'x'])] }), { overallCode: 'OK', statuses: [{ code: 'OK', limitRemaining: 0, durationUntilReset: { seconds: 0, nanos: 0 } }] });
+      assert.deepEqual(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['nobody', 'x'])] }), { overallCode: 'OK', statuses: [{ code: 'OK', limitRemaining: 0 }] });
       assert.equal((await grpc.shouldRateLimit({ domain: 'elsewhere', descriptors: [descriptor(['path', '/login'])] })).statuses[0]?.currentLimit, undefined);
       // Every value under free* counts against one quota of 2.
       const tenants = [];
@@ -142,7 +142,7 @@ for (const storeCase of cases) {
     it('answers unlimited, replaces, shadow_mode and several limits on one descriptor', async () => {
       const { grpc } = await serve(RULES, { store: storeCase.store() });
       const unlimited = await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['plan', 'unlimited'])] });
-      assert.deepEqual(unlimited.statuses[0], { code: 'OK', limitRemaining: 4294967295, durationUntilReset: { seconds: 0, nanos: 0 } });
+      assert.deepEqual(unlimited.statuses[0], { code: 'OK', limitRemaining: 4294967295 });
       // org replaces upload_user: the user's limit of 1 is not applied, the org's 4 is.
       const upload = { domain: 'edge', descriptors: [{ entries: [{ key: 'user', value: 'u1' }, { key: 'action', value: 'upload' }] }, descriptor(['org', 'o1'])] };
       const uploads = [];

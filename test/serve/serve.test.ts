@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { InvalidConfigError, createServer, loadConfig, type ServeOptions, type SluiceServer } from '../../src/serve/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import { configDir, descriptor, rlsClient, type RlsClient } from '../support/rls.js';
 import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
 
@@ -46,6 +47,8 @@ async function serve(yaml: string, options: Partial<ServeOptions> & Pick<ServeOp
 }
 
 const codes = (response: { statuses: { code: string }[] }) => response.statuses.map((s) => s.code);
+
+const ONE_DOMAIN = 'domain: d\ndescriptors:\n  - { key: k, rate_limit: { unit: hour, requests_per_unit: 1 } }\n';
 
 const RULES = `
 domain: edge
@@ -346,13 +349,30 @@ describe('sluice serve configuration', () => {
   });
 
   it('merges the files of one domain, and refuses a descriptor defined in two of them', async () => {
-    const rule = 'domain: d\ndescriptors:\n  - { key: k, rate_limit: { unit: hour, requests_per_unit: 1 } }\n';
-    const config = await configDir({ 'a.yaml': rule, 'b.yaml': rule });
+    const config = await configDir({ 'a.yaml': ONE_DOMAIN, 'b.yaml': ONE_DOMAIN });
     try {
       await assert.rejects(loadConfig(config.dir), {
         name: 'InvalidConfigError',
         message: `sluice: config ${config.dir}/b.yaml at descriptors[0]: duplicate descriptor: key "k" is already defined in ${config.dir}/a.yaml`,
       });
+    } finally {
+      await config.remove();
+    }
+  });
+
+  it('refuses bad options, before anything listens', async () => {
+    const config = await configDir({ 'rules.yaml': ONE_DOMAIN });
+    const store = harness.cases[0]?.store() ?? assert.fail();
+    try {
+      for (const [options, message] of [
+        [{ config: config.dir, store, grpcPort: 0, httpPort: 0, shadowMode: true }, /createServer has no option "shadowMode"/],
+        [{ config: config.dir, store, grpcPort: 70000 }, /option "grpcPort" must be a port number from 0 to 65535; got 70000/],
+        [{ config: config.dir, store, onStoreError: 'fail' }, /option "onStoreError" must be 'allow' or 'deny'; got "fail"/],
+        [{ config: config.dir, store: {} }, /option "store" must be a store/],
+        [{ config: '', store }, /option "config" must be the path of a configuration file or directory/],
+      ] as const) {
+        await assert.rejects(createServer(options as unknown as ServeOptions), (error: unknown) => error instanceof InvalidOptionError && message.test(error.message));
+      }
     } finally {
       await config.remove();
     }

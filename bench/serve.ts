@@ -20,6 +20,8 @@ export interface ServeBench {
   readonly json: Sample;
 }
 
+/** Calls in flight at once, as the issue's target states it. */
+export const SERVE_IN_FLIGHT = 64;
 const LIMIT = 1_000_000_000;
 const CONFIG = `domain: bench\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${LIMIT} }\n`;
 
@@ -27,12 +29,14 @@ function best(samples: readonly Sample[]): Sample {
   return { decisionsPerSecond: median(samples.map((s) => s.decisionsPerSecond)), p50Ms: median(samples.map((s) => s.p50Ms)), p99Ms: median(samples.map((s) => s.p99Ms)) };
 }
 
-export async function benchServe(options: { inFlight: number; keys: number; durationMs: number; runs: number }): Promise<ServeBench> {
-  const redisServer = await startRedisServer();
+/** `redisUrl`: the Redis to count in (the service uses its own prefix); without it, a private redis-server. */
+export async function benchServe(options: { inFlight: number; keys: number; durationMs: number; runs: number; redisUrl?: string }): Promise<ServeBench> {
+  const own = options.redisUrl === undefined ? await startRedisServer() : undefined;
+  const url = options.redisUrl ?? (own as { url: string }).url;
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-serve-'));
   await writeFile(join(dir, 'bench.yaml'), CONFIG);
-  const child = spawn(process.execPath, ['dist/esm/cli/main.js', 'serve', '--config', dir, '--redis', redisServer.url, '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', '--timeout', '10s'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const redis = new Redis(redisServer.url);
+  const child = spawn(process.execPath, ['dist/esm/cli/main.js', 'serve', '--config', dir, '--redis', url, '--prefix', 'bench-serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', '--timeout', '10s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const redis = new Redis(url);
   try {
     const ports = await new Promise<{ grpc: number; http: number }>((resolve, reject) => {
       let text = '';
@@ -70,14 +74,14 @@ export async function benchServe(options: { inFlight: number; keys: number; dura
     child.kill('SIGTERM');
     if (child.exitCode === null) await once(child, 'exit');
     redis.disconnect();
-    await redisServer.stop();
+    await own?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const quick = process.argv.includes('--quick');
-  const result = await benchServe({ inFlight: 64, keys: 1000, durationMs: quick ? 300 : 3000, runs: quick ? 1 : 5 });
+  const result = await benchServe({ inFlight: SERVE_IN_FLIGHT, keys: 1000, durationMs: quick ? 300 : 3000, runs: quick ? 1 : 5 });
   const line = (name: string, s: Sample) =>
     `${name.padEnd(22)} ${Math.round(s.decisionsPerSecond).toString().padStart(8)}/s  p50 ${s.p50Ms.toFixed(2)} ms  p99 ${s.p99Ms.toFixed(2)} ms  ${((100 * s.decisionsPerSecond) / result.inProcess.decisionsPerSecond).toFixed(0)}% of in-process`;
   console.log(line('in-process library', result.inProcess));

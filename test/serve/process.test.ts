@@ -142,6 +142,30 @@ describe('sluice serve as a process', () => {
     }
   });
 
+  it('reloads a changed config by itself, and refuses a bad one, serving on with the last good one', async () => {
+    const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
+    try {
+      const service = await startService(['--config', config.dir]);
+      const rules = async () => (await fetch(`http://127.0.0.1:${service.httpPort}/rlconfig`)).text();
+      const client = rlsClient(service.grpcPort);
+      const limitNow = async () => (await client.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).statuses[0]?.currentLimit?.requestsPerUnit;
+      try {
+        await config.write('rules.yaml', ONE_RULE(7));
+        await waitFor('the change to be served', async () => (await rules()).includes('requests_per_unit=7'));
+        assert.equal(await limitNow(), 7);
+        await config.write('rules.yaml', ONE_RULE(7).replace('hour', 'fortnight'));
+        await waitFor('the bad change to be refused', async () => service.stderr.some((line) => line.includes('the change is refused')));
+        assert.ok(service.stderr.some((line) => /rules\.yaml at descriptors\[0\]\.rate_limit\.unit: .*; got "fortnight"; the change is refused and the previous config keeps serving$/.test(line)), service.stderr.join('\n'));
+        assert.equal(await limitNow(), 7);
+      } finally {
+        client.close();
+      }
+      assert.deepEqual(await stopAll([service]), [0]);
+    } finally {
+      await config.remove();
+    }
+  });
+
   it('says when it counts in memory', async () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
     try {

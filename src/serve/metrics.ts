@@ -42,6 +42,7 @@ function labelText(labels: MetricAttributes, extra = ''): string {
 export class Metrics {
   private readonly families = new Map<string, Family>();
   private readonly descriptors = new Map<string, Series>();
+  private readonly inFlightSeries: { grpc?: Series; http?: Series } = {};
 
   private family(name: string, type: Family['type'], help: string, bounds: readonly number[] = []): Family {
     let family = this.families.get(name);
@@ -107,8 +108,8 @@ export class Metrics {
 
   /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
   inFlight(transport: 'grpc' | 'http', change: 1 | -1): void {
-    const family = this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport');
-    this.series(family, { transport }).value += change;
+    this.inFlightSeries[transport] ??= this.series(this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'), { transport });
+    this.inFlightSeries[transport].value += change;
   }
 
   /** Prometheus text format 0.0.4. */

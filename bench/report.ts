@@ -1,5 +1,6 @@
-import { median, spreadPercent } from './measure.js';
+import { median, spreadPercent, type Sample } from './measure.js';
 import type { BenchReport, Scenario } from './run.js';
+import { SERVE_IN_FLIGHT } from './serve.js';
 
 const COLOURS: Record<string, string> = {
   sluice: '#2b6cb0',
@@ -64,6 +65,23 @@ function describeScenario(s: Scenario): string {
 }
 
 /** docs/benchmarks.md: every figure of the run, the targets judged on them, and how to reproduce. */
+/** One `sluice serve` process against the library in the bench's process, on the same Redis. */
+function serveSection(report: BenchReport): string {
+  const { serve } = report;
+  const row = (name: string, sample: Sample): string[] => [
+    name,
+    whole(sample.decisionsPerSecond),
+    `${sample.p50Ms.toFixed(2)} ms`,
+    `${sample.p99Ms.toFixed(2)} ms`,
+    `${(sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond).toFixed(2)}x`,
+  ];
+  const rows = table(['path', 'decisions/s', 'p50', 'p99', 'of in-process'], [row('library, in process', serve.inProcess), row('sluice serve, gRPC', serve.grpc), row('sluice serve, POST /json', serve.json)]);
+  return `One \`sluice serve\` process (the built command) on the bench's Redis, ${SERVE_IN_FLIGHT} calls in flight over 1,000 keys, each a
+counted decision, beside \`limit()\` in the bench's own process on the same Redis (median of the runs; \`npm run bench:serve\` runs this part alone):
+
+${rows}`;
+}
+
 export function renderMarkdown(report: BenchReport): string {
   const flexible = 'rate-limiter-flexible RateLimiterRedis';
   const throughput = table(
@@ -166,6 +184,10 @@ ${inProcess}
 sluice fixedWindow, \`limitMany\` of ${r.size} keys, one call in flight at a time: ${whole(median(r.decisionsPerSecond))} decisions/s
 (±${(spreadPercent(r.decisionsPerSecond) / 2).toFixed(0)}%), p50 ${r.p50ManyMs.toFixed(3)} ms per call of ${r.size} keys, against
 p50 ${r.p50OneMs.toFixed(3)} ms for one \`limit()\` of one key: the ${r.size} decisions share one round trip and one EVALSHA.
+
+## sluice serve
+
+${serveSection(report)}
 
 ## A flood from one denied key
 

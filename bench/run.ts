@@ -10,6 +10,7 @@ import { deniedFlood, type FloodResult } from './flood.js';
 import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
 import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
+import { SERVE_IN_FLIGHT, benchServe, type ServeBench } from './serve.js';
 
 export interface BenchOptions {
   /** A Redis to measure against; without it the bench starts a private redis-server (recommended). */
@@ -58,6 +59,8 @@ export interface BenchReport {
   readonly inProcess: readonly { readonly name: string; readonly decisionsPerSecond: readonly number[] }[];
   readonly many: ManyResult;
   readonly flood: FloodResult;
+  /** One `sluice serve` process at SERVE_IN_FLIGHT calls in flight, beside the library in this process. */
+  readonly serve: ServeBench;
   readonly targets: readonly Target[];
 }
 
@@ -188,6 +191,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     progress('a flood from one denied key');
     const flood = await deniedFlood(redis, quick ? 2_000 : 20_000);
 
+    progress(`sluice serve: gRPC and /json at ${SERVE_IN_FLIGHT} in flight, and the library in process`);
+    const serve = await benchServe({ inFlight: SERVE_IN_FLIGHT, keys: 1000, durationMs: runMs, runs, redisUrl: url });
+
     const ratio = (contender: string, reference: string, scenario: Scenario): number => {
       const s = SCENARIOS.findIndex((candidate) => sameScenario(candidate, scenario));
       const of = (name: string) => redisResults.find((r) => r.name === name)?.samples[s] ?? [];
@@ -215,6 +221,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       inProcess,
       many,
       flood,
+      serve,
       targets: [],
     };
     const withTargets = { ...report, targets: targets(report) };
@@ -283,6 +290,12 @@ function targets(report: BenchReport): Target[] {
     measured: `${flood.callsWithout} vs ${flood.callsWith} decisions sent to Redis (${times(flood.callsWithout / flood.callsWith)}), decisions ${flood.identical ? 'identical' : 'DIFFERENT'}`,
     met: flood.callsWithout / flood.callsWith >= 50 && flood.identical,
   });
+  // The service's target: one instance reaches at least half the library's decisions/s on the same Redis.
+  const { serve } = report;
+  for (const [transport, sample] of [['gRPC', serve.grpc], ['/json', serve.json]] as const) {
+    const r = sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond;
+    list.push({ description: `sluice serve, one instance, ${transport}, ${SERVE_IN_FLIGHT} in flight: >= 0.5x the library in process`, measured: times(r), met: r >= 0.5 });
+  }
   if (!sluice.includes('sluice gcra')) {
     list.push({ description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys', measured: 'not measured: not on this branch', met: false });
   }

@@ -12,6 +12,7 @@ export {
   StoreTimeoutError,
   StorePermissionError,
   WrongMethodError,
+  InvalidConfigError,
   type SluiceErrorCode,
 } from './core/errors.js';
 export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.js';

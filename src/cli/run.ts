@@ -5,8 +5,9 @@ import { bench } from './commands/bench.js';
 import { demo } from './commands/demo.js';
 import { inspect } from './commands/inspect.js';
 import { reset } from './commands/reset.js';
+import { serve } from './commands/serve.js';
 
-const COMMANDS: readonly Command[] = [demo, inspect, reset, bench];
+const COMMANDS: readonly Command[] = [demo, inspect, reset, bench, serve];
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -19,6 +20,7 @@ Examples:
   sluice demo --html report.html
   sluice inspect user:42 --policy fixed-window:100/1m --json
   sluice reset user:42 --redis redis://127.0.0.1:6379
+  sluice serve --config ratelimit.yaml --redis redis://127.0.0.1:6379
 
 Exit codes: 0 done, 1 failed (e.g. Redis unreachable), 2 bad usage, 3 no Redis given (--redis or REDIS_URL).`;
 

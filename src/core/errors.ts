@@ -11,7 +11,8 @@ export type SluiceErrorCode =
   | 'SLUICE_INVALID_ARGUMENT'
   | 'SLUICE_COST_EXCEEDS_LIMIT'
   | 'SLUICE_WRONG_METHOD'
-  | 'SLUICE_STORE_ERROR';
+  | 'SLUICE_STORE_ERROR'
+  | 'SLUICE_INVALID_CONFIG';
 
 export abstract class SluiceError extends Error {
   abstract readonly code: SluiceErrorCode;
@@ -79,6 +80,24 @@ export class WrongMethodError extends SluiceError {
   constructor(message: string) {
     super(`sluice: ${message}`);
     this.name = 'WrongMethodError';
+  }
+}
+
+/**
+ * A rate-limit configuration of `sluice serve` is invalid: `file` is the file, `path` the place
+ * inside its document (`descriptors[2].rate_limit.unit`, empty for the whole file), `value` what
+ * is there. A running service keeps its previous configuration.
+ */
+export class InvalidConfigError extends SluiceError {
+  readonly code = 'SLUICE_INVALID_CONFIG';
+  constructor(
+    readonly file: string,
+    readonly path: string,
+    readonly value: unknown,
+    problem: string,
+  ) {
+    super(`sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describe(value)}`}`);
+    this.name = 'InvalidConfigError';
   }
 }
 

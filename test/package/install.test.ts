@@ -70,8 +70,11 @@ const resolutions = {
   bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
 };
 // Checkers of the packed tarball, run when their devDependency is installed.
+// sluice/serve is ESM only, as the command it serves (docs/serve.md): checked apart, under attw's
+// esm-only profile. The tarball comes first: attw's entrypoint options take every argument after them.
 const linters = {
-  '@arethetypeswrong/cli': ['attw', []],
+  '@arethetypeswrong/cli': ['attw', ['--exclude-entrypoints', './serve']],
+  '@arethetypeswrong/cli on sluice/serve, ESM only': ['attw', ['--entrypoints', './serve', '--profile', 'esm-only']],
   publint: ['publint', ['--strict']],
 } as const;
 
@@ -136,7 +139,7 @@ describe('a fresh clone, packed and installed into an empty project', () => {
 
   for (const [name, [bin, args]] of Object.entries(linters)) {
     it(`passes ${name}`, async () => {
-      await run(join(root, 'node_modules', '.bin', bin), [...args, tarball], { cwd: work });
+      await run(join(root, 'node_modules', '.bin', bin), [tarball, ...args], { cwd: work });
     });
   }
 

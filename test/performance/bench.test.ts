@@ -24,7 +24,8 @@ it('npm run bench works end to end in quick mode and writes its report and chart
     assert.ok(report.flood.callsWith < report.flood.callsWithout);
     assert.ok(progress.length > report.redis.length * report.scenarios.length);
     const markdown = await readFile(join(outputDir, 'benchmarks.md'), 'utf8');
-    for (const heading of ['## Targets', '## Decisions per second (Redis)', '## Redis memory per tracked client', '## limitMany', '## Reproduce']) assert.ok(markdown.includes(heading), heading);
+    for (const result of [report.serve.inProcess, report.serve.grpc, report.serve.json]) assert.ok(result.decisionsPerSecond > 0);
+    for (const heading of ['## Targets', '## Decisions per second (Redis)', '## Redis memory per tracked client', '## limitMany', '## sluice serve', '## Reproduce']) assert.ok(markdown.includes(heading), heading);
     assert.ok(markdown.includes('npm ci && npm run bench'));
     const chart = await readFile(join(outputDir, 'benchmarks.svg'), 'utf8');
     assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);

@@ -1,0 +1,136 @@
+import type { MeterLike, MetricAttributes } from '../observe/observe.js';
+
+interface Series {
+  readonly labels: MetricAttributes;
+  value: number;
+  /** A histogram's cumulative counts, one per bound (then +Inf is `count`). */
+  buckets?: number[];
+  sum: number;
+  count: number;
+}
+
+interface Family {
+  readonly name: string;
+  readonly type: 'counter' | 'gauge' | 'histogram';
+  readonly help: string;
+  readonly bounds: readonly number[];
+  readonly series: Map<string, Series>;
+}
+
+/** An OpenTelemetry name as Prometheus writes it: `sluice.requests.allowed` is `sluice_requests_allowed_total`. */
+function prometheusName(name: string, type: Family['type'], unit: string | undefined): string {
+  const base = name.replace(/[^a-zA-Z0-9_]/g, '_');
+  if (type === 'counter') return `${base}_total`;
+  return unit === 's' ? `${base}_seconds` : base;
+}
+
+const NO_ATTRIBUTES: MetricAttributes = {};
+
+const escapeLabel = (value: string): string => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+function labelText(labels: MetricAttributes, extra = ''): string {
+  const parts = Object.entries(labels).map(([k, v]) => `${k.replace(/[^a-zA-Z0-9_]/g, '_')}="${escapeLabel(v)}"`);
+  if (extra) parts.push(extra);
+  return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+}
+
+/**
+ * The service's metrics, in memory, rendered as Prometheus text for GET /metrics. Its `meter()` is
+ * what observe() records into, with the domain and rule added to every series; `descriptor()`
+ * counts the service's own answers.
+ */
+export class Metrics {
+  private readonly families = new Map<string, Family>();
+  private readonly descriptors = new Map<string, Series>();
+  private readonly inFlightSeries: { grpc?: Series; http?: Series } = {};
+
+  private family(name: string, type: Family['type'], help: string, bounds: readonly number[] = []): Family {
+    let family = this.families.get(name);
+    if (family === undefined) this.families.set(name, (family = { name, type, help, bounds, series: new Map() }));
+    return family;
+  }
+
+  private series(family: Family, labels: MetricAttributes): Series {
+    const id = JSON.stringify(labels);
+    let series = family.series.get(id);
+    if (series === undefined) {
+      series = { labels, value: 0, sum: 0, count: 0, ...(family.type === 'histogram' ? { buckets: family.bounds.map(() => 0) } : {}) };
+      family.series.set(id, series);
+    }
+    return series;
+  }
+
+  /**
+   * A meter for observe(): every series it records carries `scope` too. observe() passes the same
+   * attributes object for the same series, so each instrument finds its series by that object.
+   */
+  meter(scope: MetricAttributes): MeterLike {
+    const seriesOf = (family: Family) => {
+      const known = new WeakMap<MetricAttributes, Series>();
+      return (attributes: MetricAttributes = NO_ATTRIBUTES): Series => {
+        let series = known.get(attributes);
+        if (series === undefined) known.set(attributes, (series = this.series(family, { ...scope, ...attributes })));
+        return series;
+      };
+    };
+    return {
+      createCounter: (name, options) => {
+        const series = seriesOf(this.family(prometheusName(name, 'counter', options?.unit), 'counter', options?.description ?? name));
+        return { add: (value, attributes) => void (series(attributes).value += value) };
+      },
+      createHistogram: (name, options) => {
+        const family = this.family(prometheusName(name, 'histogram', options?.unit), 'histogram', options?.description ?? name, options?.advice?.explicitBucketBoundaries ?? []);
+        const series = seriesOf(family);
+        return {
+          record: (value, attributes) => {
+            const recorded = series(attributes);
+            recorded.sum += value;
+            recorded.count++;
+            // Counted in the first bucket that holds it; render() sums them into Prometheus's cumulative ones.
+            const bucket = family.bounds.findIndex((bound) => value <= bound);
+            if (bucket >= 0 && recorded.buckets) recorded.buckets[bucket] = (recorded.buckets[bucket] ?? 0) + 1;
+          },
+        };
+      },
+    };
+  }
+
+  /** One descriptor's answer: by domain, rule and code, shadow-mode would-be denials apart. */
+  descriptor(domain: string, rule: string, code: string, shadowDenied: boolean): void {
+    const id = `${domain}\n${rule}\n${code}\n${shadowDenied}`;
+    let series = this.descriptors.get(id);
+    if (series === undefined) {
+      const family = this.family('sluice_serve_descriptors_total', 'counter', 'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)');
+      this.descriptors.set(id, (series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) })));
+    }
+    series.value++;
+  }
+
+  /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
+  inFlight(transport: 'grpc' | 'http', change: 1 | -1): void {
+    this.inFlightSeries[transport] ??= this.series(this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'), { transport });
+    this.inFlightSeries[transport].value += change;
+  }
+
+  /** Prometheus text format 0.0.4. */
+  render(): string {
+    const lines: string[] = [];
+    for (const family of this.families.values()) {
+      lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
+      for (const series of family.series.values()) {
+        if (family.type !== 'histogram') {
+          lines.push(`${family.name}${labelText(series.labels)} ${series.value}`);
+          continue;
+        }
+        let cumulative = 0;
+        family.bounds.forEach((bound, i) => {
+          cumulative += series.buckets?.[i] ?? 0;
+          lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${cumulative}`);
+        });
+        lines.push(`${family.name}_bucket${labelText(series.labels, 'le="+Inf"')} ${series.count}`);
+        lines.push(`${family.name}_sum${labelText(series.labels)} ${series.sum}`, `${family.name}_count${labelText(series.labels)} ${series.count}`);
+      }
+    }
+    return `${lines.join('\n')}\n`;
+  }
+}

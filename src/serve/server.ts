@@ -1,0 +1,184 @@
+import { watch, type FSWatcher } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { fixedWindow } from '../algorithms/fixed-window.js';
+import type { DeniedCacheOptions } from '../core/denied-cache.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { InvalidOptionError } from '../core/errors.js';
+import { validPrefix } from '../core/keys.js';
+import { createLimiter } from '../core/limiter.js';
+import { optionsObject } from '../core/validate.js';
+import type { Store } from '../stores/store.js';
+import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
+import { startGrpc, stopGrpc } from './grpc.js';
+import { startHttp, stopHttp } from './http.js';
+import { Metrics } from './metrics.js';
+import { decide, Rules, type LimiterSettings, type RateLimitRequest, type RateLimitResponse } from './service.js';
+
+export interface ServeOptions {
+  /** A configuration file in envoyproxy/ratelimit's YAML, or a directory of them (merged per domain). */
+  config: string;
+  /** Where counts live: redisStore(client) for several instances, memoryStore() for one. */
+  store: Store;
+  /** gRPC port (default 8081; 0 picks a free one). */
+  grpcPort?: number;
+  /** HTTP port for /json, /healthcheck, /metrics and /rlconfig (default 8080; 0 picks a free one). */
+  httpPort?: number;
+  /** The address both listen on (default '0.0.0.0'). */
+  host?: string;
+  /** Namespaces the service's keys in the store (default 'sluice'). */
+  prefix?: string;
+  /** Global shadow mode: decide and count, but always answer OK (descriptor statuses still tell). */
+  shadow?: boolean;
+  /** Add the draft-11 RateLimit-Policy and RateLimit headers to response_headers_to_add (default false). */
+  responseHeaders?: boolean;
+  /** Watch the configuration and reload it when it changes (default true). */
+  watch?: boolean;
+  /** The longest a decision waits for the store before following `onStoreError` (default '1s'). */
+  timeout?: Duration;
+  /** What to answer when the store fails: admit ('allow', the default) or refuse ('deny'). */
+  onStoreError?: 'allow' | 'deny';
+  /** Answer cost-1 requests certain to be denied from memory (see docs/performance.md). */
+  deniedCache?: DeniedCacheOptions;
+  /** After `after` denials in a row, block the descriptor for `block`. */
+  penalty?: { after: number; block: Duration };
+  /** Told, one line each, about reloads and refused configurations. */
+  log?: (line: string) => void;
+}
+
+export interface SluiceServer {
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  /** The configuration serving now. */
+  readonly config: ServeConfig;
+  /** Reads the configuration again; resolves true if it took effect, false if it was refused (the old one serves on). */
+  reload(): Promise<boolean>;
+  /** Stops listening, and resolves once every call in flight is answered. The store is the caller's to close. */
+  close(): Promise<void>;
+}
+
+const SERVE_OPTIONS = ['config', 'store', 'grpcPort', 'httpPort', 'host', 'prefix', 'shadow', 'responseHeaders', 'watch', 'timeout', 'onStoreError', 'deniedCache', 'penalty', 'log'];
+// Editors and ConfigMap updates write a file in several steps; one reload after they settle.
+const RELOAD_SETTLE_MS = 100;
+
+function port(option: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 65535) throw new InvalidOptionError(option, value, 'a port number from 0 to 65535');
+  return value;
+}
+
+function flag(option: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, value, 'true or false');
+  return value;
+}
+
+function summary(config: ServeConfig): string {
+  const rules = [...config.domains.values()].reduce((sum, domain) => sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited).length, 0);
+  return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
+}
+
+/**
+ * Starts a rate-limit service: Envoy's RateLimitService over gRPC, and /json, /healthcheck,
+ * /metrics and /rlconfig over HTTP, deciding by the rules of `config`. Rejects with
+ * InvalidConfigError for a bad configuration and InvalidOptionError for a bad option.
+ */
+export async function createServer(options: ServeOptions): Promise<SluiceServer> {
+  const o = optionsObject('createServer', options, SERVE_OPTIONS);
+  if (typeof o.config !== 'string' || o.config === '') throw new InvalidOptionError('config', o.config, 'the path of a configuration file or directory');
+  const configPath = o.config;
+  const host = o.host === undefined ? '0.0.0.0' : o.host;
+  if (typeof host !== 'string' || host === '') throw new InvalidOptionError('host', host, 'an address such as "0.0.0.0" or "::1"');
+  const grpcPort = port('grpcPort', o.grpcPort, 8081);
+  const httpPort = port('httpPort', o.httpPort, 8080);
+  const shadow = flag('shadow', o.shadow, false);
+  const headers = flag('responseHeaders', o.responseHeaders, false);
+  const watching = flag('watch', o.watch, true);
+  if (o.onStoreError !== undefined && o.onStoreError !== 'allow' && o.onStoreError !== 'deny') throw new InvalidOptionError('onStoreError', o.onStoreError, "'allow' or 'deny'");
+  if (o.log !== undefined && typeof o.log !== 'function') throw new InvalidOptionError('log', o.log, 'a function taking one line');
+  const log = (o.log as ServeOptions['log']) ?? (() => undefined);
+  if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
+  const settings: LimiterSettings = {
+    store: o.store as Store,
+    prefix: validPrefix(o.prefix),
+    ...(o.timeout === undefined ? {} : { timeout: o.timeout as Duration }),
+    ...(o.onStoreError === undefined ? {} : { onStoreError: o.onStoreError }),
+    ...(o.deniedCache === undefined ? {} : { deniedCache: o.deniedCache as DeniedCacheOptions }),
+    ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
+  };
+  // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
+  const health = createLimiter({ ...settings, policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }), hooks: { storeError: () => undefined } });
+  const metrics = new Metrics();
+  let rules = new Rules(await loadConfig(configPath), settings, metrics);
+
+  const decideBy = (transport: 'grpc' | 'http') => async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+    metrics.inFlight(transport, 1);
+    try {
+      return await decide(rules, request, { shadow, headers, metrics });
+    } finally {
+      metrics.inFlight(transport, -1);
+    }
+  };
+  const grpc = await startGrpc(decideBy('grpc'), host, grpcPort);
+  let http;
+  try {
+    http = await startHttp(
+      {
+        decide: decideBy('http'),
+        // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
+        healthy: async () => (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
+        metrics: () => metrics.render(),
+        rlconfig: () => describeConfig(rules.config),
+      },
+      host,
+      httpPort,
+    );
+  } catch (error) {
+    await stopGrpc(grpc.server);
+    throw error;
+  }
+
+  let reloading: Promise<boolean> = Promise.resolve(true);
+  async function reloadOnce(): Promise<boolean> {
+    try {
+      // Requests in flight keep the rules they started with; the next ones take the new.
+      rules = new Rules(await loadConfig(configPath), settings, metrics);
+      log(`sluice serve: config reloaded: ${summary(rules.config)}`);
+      return true;
+    } catch (error) {
+      log(`${error instanceof Error ? error.message : String(error)}; the change is refused and the previous config keeps serving`);
+      return false;
+    }
+  }
+  const reload = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
+
+  let watcher: FSWatcher | undefined;
+  let settle: ReturnType<typeof setTimeout> | undefined;
+  if (watching) {
+    // A file is watched through its directory: editors and ConfigMaps replace it rather than write it.
+    const directory = (await stat(configPath)).isDirectory() ? configPath : dirname(configPath);
+    watcher = watch(directory, () => {
+      clearTimeout(settle);
+      settle = setTimeout(() => void reload(), RELOAD_SETTLE_MS);
+    });
+    // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
+    watcher.on('error', (error) => log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`));
+  }
+  log(`sluice serve: ${summary(rules.config)}; gRPC on ${host}:${grpc.port}, HTTP on ${host}:${http.port}`);
+
+  const httpServer = http.server;
+  return {
+    grpcPort: grpc.port,
+    httpPort: http.port,
+    get config() {
+      return rules.config;
+    },
+    reload,
+    async close() {
+      watcher?.close();
+      clearTimeout(settle);
+      await Promise.all([stopGrpc(grpc.server), stopHttp(httpServer)]);
+      await reloading;
+    },
+  };
+}

@@ -1,0 +1,251 @@
+import { fixedWindow } from '../algorithms/fixed-window.js';
+import { bindingPolicy } from '../core/binding.js';
+import type { DeniedCacheOptions } from '../core/denied-cache.js';
+import type { Duration } from '../core/duration.js';
+import { createLimiter, type Limiter } from '../core/limiter.js';
+import type { Decision, Policy } from '../core/types.js';
+import { rateLimitHeaders } from '../http/headers.js';
+import { observe } from '../observe/observe.js';
+import type { Store } from '../stores/store.js';
+import { UNIT_MS, nodesOf, type Domain, type ReportedLimit, type RuleNode, type ServeConfig, type UnitName } from './config.js';
+import { matchDescriptor, type Entry } from './match.js';
+import type { Metrics } from './metrics.js';
+
+/** A ShouldRateLimit request, as both transports decode it (proto3 names in camelCase). */
+export interface RateLimitRequest {
+  readonly domain: string;
+  readonly descriptors: readonly RequestDescriptor[];
+  /** Units each descriptor takes; 0 means 1. */
+  readonly hitsAddend: number;
+}
+
+export interface RequestDescriptor {
+  readonly entries: readonly Entry[];
+  /** Envoy's per-descriptor override: a fixed window of this many per unit, instead of the rule's. */
+  readonly limit?: { readonly requestsPerUnit: number; readonly unit: UnitName };
+  /** Units this descriptor takes, instead of the request's. */
+  readonly hitsAddend?: number;
+}
+
+export type Code = 'OK' | 'OVER_LIMIT';
+
+export interface DescriptorStatus {
+  readonly code: Code;
+  /** Absent for a descriptor no rule limits. */
+  readonly currentLimit?: ReportedLimit;
+  readonly limitRemaining: number;
+  /**
+   * When allowed, until the state resets; when over the limit, until the same request would be
+   * admitted. Absent for a descriptor no rule limits.
+   */
+  readonly durationUntilResetMs?: number;
+}
+
+export interface RateLimitResponse {
+  readonly overallCode: Code;
+  readonly statuses: readonly DescriptorStatus[];
+  readonly responseHeadersToAdd: readonly Entry[];
+}
+
+/** A request that cannot be decided as sent: INVALID_ARGUMENT over gRPC, 400 over HTTP. */
+export class BadRequestError extends Error {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`${field}: ${problem}`);
+    this.name = 'BadRequestError';
+  }
+}
+
+/** What the service passes to every limiter it builds. */
+export interface LimiterSettings {
+  readonly store: Store;
+  readonly prefix: string;
+  readonly timeout?: Duration;
+  readonly onStoreError?: 'allow' | 'deny';
+  readonly deniedCache?: DeniedCacheOptions;
+  readonly penalty?: { after: number; block: Duration };
+}
+
+// Overrides come from the request; their policies are kept for reuse, up to this many kinds.
+const MOST_OVERRIDES = 1024;
+
+/** One descriptor's part in a request, once matched. */
+type Plan =
+  | { readonly kind: 'free'; readonly limitRemaining: number }
+  | {
+      readonly kind: 'limit';
+      readonly limiter: Limiter;
+      readonly key: string;
+      readonly cost: number;
+      readonly policy?: Policy;
+      /** current_limit for each of the limiter's policies, in its order. */
+      readonly reported: readonly ReportedLimit[];
+      readonly metricRule: string;
+    };
+
+/** envoyproxy/ratelimit's limit_remaining for an `unlimited` rule. */
+const UNLIMITED_REMAINING = 0xffff_ffff;
+
+/** A configuration's limiters, ready to decide: one per rule, one per domain for overrides. */
+export class Rules {
+  private readonly limiters = new Map<RuleNode, Limiter>();
+  private readonly overrideLimiters = new Map<string, Limiter>();
+  private readonly overridePolicies = new Map<string, Policy>();
+
+  constructor(
+    readonly config: ServeConfig,
+    private readonly settings: LimiterSettings,
+    private readonly metrics: Metrics,
+  ) {
+    for (const domain of config.domains.values()) {
+      for (const node of nodesOf(domain.root)) {
+        if (node.limits.length > 0) this.limiters.set(node, this.limiter(domain.name, node.path, node.limits.map((l) => l.policy), node.shadowMode));
+      }
+      // A placeholder policy: an override's call always passes its own.
+      this.overrideLimiters.set(domain.name, this.limiter(domain.name, 'override', [fixedWindow({ limit: 1, window: 1000, name: 'override' })], false));
+    }
+  }
+
+  private limiter(domain: string, rule: string, policy: readonly Policy[], shadow: boolean): Limiter {
+    const { store, prefix, timeout, onStoreError, deniedCache, penalty } = this.settings;
+    const limiter = createLimiter({
+      store,
+      policy,
+      prefix,
+      shadow,
+      ...(timeout === undefined ? {} : { timeout }),
+      ...(onStoreError === undefined ? {} : { onStoreError }),
+      ...(deniedCache === undefined ? {} : { deniedCache }),
+      ...(penalty === undefined ? {} : { penalty }),
+      // The service reports store failures through its metrics and health check.
+      hooks: { storeError: () => undefined },
+    });
+    return observe(limiter, { meter: this.metrics.meter({ 'sluice.domain': domain, 'sluice.rule': rule }) });
+  }
+
+  private overridePolicy(requestsPerUnit: number, unit: UnitName, field: string): Policy {
+    if (!Number.isInteger(requestsPerUnit) || requestsPerUnit < 1) throw new BadRequestError(`${field}.requests_per_unit`, `must be a whole number of at least 1; got ${requestsPerUnit}`);
+    if (!Object.hasOwn(UNIT_MS, unit)) throw new BadRequestError(`${field}.unit`, `must be SECOND, MINUTE, HOUR or DAY; got ${unit}`);
+    const id = `${requestsPerUnit}/${unit}`;
+    let policy = this.overridePolicies.get(id);
+    if (policy === undefined) {
+      policy = fixedWindow({ limit: requestsPerUnit, window: UNIT_MS[unit as keyof typeof UNIT_MS] });
+      if (this.overridePolicies.size >= MOST_OVERRIDES) this.overridePolicies.clear();
+      this.overridePolicies.set(id, policy);
+    }
+    return policy;
+  }
+
+  /** Each descriptor's rule and cost; `replaces` applied. Throws BadRequestError for a malformed request. */
+  plan(request: RateLimitRequest): Plan[] {
+    if (request.domain === '') throw new BadRequestError('domain', 'must not be empty');
+    if (request.descriptors.length === 0) throw new BadRequestError('descriptors', 'must hold at least one descriptor');
+    const domain = this.config.domains.get(request.domain);
+    const replaced = new Set<string>();
+    const matched = request.descriptors.map((descriptor, i) => {
+      const field = `descriptors[${i}]`;
+      const hits = descriptor.hitsAddend || request.hitsAddend || 1;
+      if (!Number.isSafeInteger(hits) || hits < 1) throw new BadRequestError(`${field}.hits_addend`, `must be a whole number; got ${hits}`);
+      if (descriptor.entries.length === 0) throw new BadRequestError(`${field}.entries`, 'must hold at least one entry');
+      return { descriptor, field, hits, match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined };
+    });
+    for (const { match } of matched) {
+      if (match && !match.node.unlimited) match.node.replaces.forEach((name) => replaced.add(name));
+    }
+    return matched.map(({ descriptor, field, hits, match }) => this.planOne(domain, descriptor, field, hits, match, replaced));
+  }
+
+  private planOne(domain: Domain | undefined, descriptor: RequestDescriptor, field: string, cost: number, match: ReturnType<typeof matchDescriptor>, replaced: ReadonlySet<string>): Plan {
+    if (domain === undefined) return { kind: 'free', limitRemaining: 0 };
+    if (descriptor.limit !== undefined) {
+      const { requestsPerUnit, unit } = descriptor.limit;
+      const policy = this.overridePolicy(requestsPerUnit, unit, `${field}.limit`);
+      return {
+        kind: 'limit',
+        limiter: this.overrideLimiters.get(domain.name) as Limiter,
+        key: JSON.stringify([domain.name, ...descriptor.entries.flatMap((e) => [e.key, e.value])]),
+        cost,
+        policy,
+        reported: [{ requestsPerUnit, unit }],
+        metricRule: 'override',
+      };
+    }
+    if (match === undefined) return { kind: 'free', limitRemaining: 0 };
+    const { node } = match;
+    if (node.unlimited) return { kind: 'free', limitRemaining: UNLIMITED_REMAINING };
+    const limiter = this.limiters.get(node);
+    if (limiter === undefined || node.names.some((name) => replaced.has(name))) return { kind: 'free', limitRemaining: 0 };
+    return { kind: 'limit', limiter, key: match.key, cost, reported: node.limits.map((l) => l.reported), metricRule: match.metricRule };
+  }
+}
+
+/** Whether a decision counted its request (and so has units to give back). */
+function counted(decision: Decision): boolean {
+  return decision.allowed && decision.shadowDenied !== true && decision.reason === undefined;
+}
+
+function maxCostOf(plan: Extract<Plan, { kind: 'limit' }>): number {
+  return Math.min(...(plan.policy ? [plan.policy] : plan.limiter.policies).map((p) => p.maxCost));
+}
+
+/**
+ * Decides one request: every limited descriptor is asked at once; if any is over its limit, the
+ * request is denied and the units the others took are given back, so a denial counts nothing.
+ * (Each descriptor's own limits are one atomic step; across descriptors, whose keys differ, the
+ * give-back is a second step: between the two, a concurrent request may see those units taken,
+ * so it can be denied a little early, never admitted beyond a limit.)
+ */
+export async function decide(rules: Rules, request: RateLimitRequest, options: { shadow: boolean; headers: boolean; metrics: Metrics }): Promise<RateLimitResponse> {
+  const plans = rules.plan(request);
+  const decisions = await Promise.all(
+    plans.map((plan) => {
+      if (plan.kind === 'free') return undefined;
+      // A cost no policy could ever admit: denied outright, as envoyproxy/ratelimit does.
+      if (plan.cost > maxCostOf(plan)) return 'too-costly' as const;
+      return plan.limiter.limit(plan.key, { cost: plan.cost, ...(plan.policy ? { policy: plan.policy } : {}) });
+    }),
+  );
+  const denied = decisions.some((d) => d === 'too-costly' || (d !== undefined && !d.allowed));
+  const refunded = new Set<number>();
+  if (denied) {
+    await Promise.all(
+      plans.map(async (plan, i) => {
+        const decision = decisions[i];
+        if (plan.kind !== 'limit' || decision === undefined || decision === 'too-costly' || !counted(decision)) return;
+        // A refund that fails leaves the units taken: stricter, never looser, than the limit.
+        const gaveBack = await plan.limiter.refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined).catch(() => false);
+        if (gaveBack) refunded.add(i);
+      }),
+    );
+  }
+  const statuses = plans.map((plan, i): DescriptorStatus => {
+    const decision = decisions[i];
+    if (plan.kind === 'free' || decision === undefined) return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0 };
+    let status: DescriptorStatus;
+    if (decision === 'too-costly') {
+      status = { code: 'OVER_LIMIT', currentLimit: plan.reported[0] as ReportedLimit, limitRemaining: 0, durationUntilResetMs: 0 };
+    } else {
+      const binding = bindingPolicy(decision.policies);
+      const remaining = refunded.has(i) ? Math.min(binding.limit, decision.remaining + plan.cost) : decision.remaining;
+      status = {
+        code: decision.allowed ? 'OK' : 'OVER_LIMIT',
+        currentLimit: plan.reported[decision.policies.indexOf(binding)] as ReportedLimit,
+        limitRemaining: remaining,
+        durationUntilResetMs: decision.allowed ? decision.resetAfterMs : decision.retryAfterMs,
+      };
+    }
+    options.metrics.descriptor(request.domain, plan.metricRule, status.code, decision !== 'too-costly' && decision.shadowDenied === true);
+    return status;
+  });
+  const made = decisions.filter((d): d is Decision => d !== undefined && d !== 'too-costly');
+  let responseHeadersToAdd: Entry[] = [];
+  if (options.headers && made.length > 0) {
+    const policies = made.flatMap((d) => d.policies);
+    const binding = bindingPolicy(policies);
+    const fields = rateLimitHeaders({ ...binding, allowed: !denied, policies });
+    responseHeadersToAdd = Object.entries(fields).map(([key, value]) => ({ key, value }));
+  }
+  return { overallCode: denied && !options.shadow ? 'OVER_LIMIT' : 'OK', statuses, responseHeadersToAdd };
+}

@@ -1,0 +1,42 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { rateLimitService } from '../../src/serve/grpc.js';
+
+/** A RateLimitResponse as @grpc/proto-loader decodes it (camelCase, enums by name). */
+export interface WireResponse {
+  overallCode: string;
+  statuses: { code: string; currentLimit?: { requestsPerUnit: number; unit: string; name?: string }; limitRemaining?: number; durationUntilReset?: { seconds: number; nanos: number } }[];
+  responseHeadersToAdd?: { key: string; value: string }[];
+}
+
+export interface RlsClient {
+  shouldRateLimit(request: object): Promise<WireResponse>;
+  close(): void;
+}
+
+/** A gRPC client of envoy.service.ratelimit.v3.RateLimitService on 127.0.0.1:`port`. */
+export function rlsClient(port: number): RlsClient {
+  const Client = rateLimitService();
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    ShouldRateLimit(request: object, callback: (error: grpc.ServiceError | null, response: WireResponse) => void): void;
+  };
+  return {
+    shouldRateLimit: (request) => new Promise((resolve, reject) => client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response)))),
+    close: () => client.close(),
+  };
+}
+
+/** A descriptor of `key=value` pairs, as Envoy sends it. */
+export function descriptor(...pairs: [string, string][]): { entries: { key: string; value: string }[] } {
+  return { entries: pairs.map(([key, value]) => ({ key, value })) };
+}
+
+/** A temporary directory holding `files` (name to text); removed by the returned function. */
+export async function configDir(files: Record<string, string>): Promise<{ dir: string; write(name: string, text: string): Promise<void>; remove(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-serve-'));
+  const write = (name: string, text: string) => writeFile(join(dir, name), text);
+  await Promise.all(Object.entries(files).map(([name, text]) => write(name, text)));
+  return { dir, write, remove: () => rm(dir, { recursive: true, force: true }) };
+}

@@ -70,7 +70,7 @@ const resolutions = {
   bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
 };
 // Checkers of the packed tarball, run when their devDependency is installed.
-// sluice/serve is ESM only, as the command it serves (docs/serve.md): checked apart, under attw's
+// sluice/serve is ESM only, as the command it serves (docs/service.md): checked apart, under attw's
 // esm-only profile. The tarball comes first: attw's entrypoint options take every argument after them.
 const linters = {
   '@arethetypeswrong/cli': ['attw', ['--exclude-entrypoints', './serve']],

@@ -9,7 +9,7 @@ const HELP = `Usage: sluice serve --config <file or directory> [options]
 
 Runs a rate-limit service: Envoy's RateLimitService (envoy.service.ratelimit.v3) over gRPC, and
 POST /json, GET /healthcheck, /metrics and /rlconfig over HTTP, deciding by an envoyproxy/ratelimit
-YAML configuration (with sluice's algorithms and windows; see docs/serve.md). Any number of
+YAML configuration (with sluice's algorithms and windows; see docs/service.md). Any number of
 instances on one Redis or Redis Cluster admit exactly the limit together. SIGTERM or SIGINT: stop
 taking calls, answer those in flight, exit 0. SIGHUP, or a change to the configuration: reload it
 (a bad one is refused, and the previous one keeps serving).

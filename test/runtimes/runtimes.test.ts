@@ -18,6 +18,8 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const programs = join(import.meta.dirname, 'programs');
 const bin = (...path: string[]) => join(root, 'node_modules', ...path);
+// Installed by pretest into test/runtimes/hosts (its package.json says why not beside the rest).
+const host = (name: string) => join(root, 'test', 'runtimes', 'hosts', 'node_modules', name, 'bin', 'node');
 
 interface Runtime {
   readonly name: string;
@@ -29,8 +31,8 @@ interface Runtime {
 let denoDir = '';
 const RUNTIMES: readonly Runtime[] = [
   { name: `Node ${process.versions.node} (this one)`, command: [process.execPath], programs: ['esm.mjs', 'cjs.cjs'] },
-  { name: 'Node 22', command: [bin('node22', 'bin', 'node')], programs: ['esm.mjs', 'cjs.cjs'] },
-  { name: 'Node 24', command: [bin('node24', 'bin', 'node')], programs: ['esm.mjs', 'cjs.cjs'] },
+  { name: 'Node 22', command: [host('node22')], programs: ['esm.mjs', 'cjs.cjs'] },
+  { name: 'Node 24', command: [host('node24')], programs: ['esm.mjs', 'cjs.cjs'] },
   { name: 'Bun', command: [bin('.bin', 'bun')], programs: ['esm.mjs', 'cjs.cjs'] },
   // npm packages from node_modules as they are (no registry), and network to the test's Redis alone.
   { name: 'Deno', command: [bin('.bin', 'deno'), 'run', '--node-modules-dir=manual', '--cached-only', '--no-lock', '--allow-read', '--allow-env', '--allow-net=127.0.0.1'], programs: ['esm.mjs'] },

@@ -68,6 +68,8 @@ export interface Domain {
 export interface ServeConfig {
   readonly domains: ReadonlyMap<string, Domain>;
   readonly files: readonly string[];
+  /** The files' names and text as read: a reload that reads the same keeps its rules. */
+  readonly source: string;
 }
 
 const DOCUMENT_FIELDS = ['domain', 'descriptors'];
@@ -358,7 +360,7 @@ export function parseConfig(sources: readonly { file: string; text: string }[]):
   const domains = new Map<string, DomainDraft>();
   for (const { file, text } of sources) parseFile(file, text, domains);
   domains.forEach(checkReplaces);
-  return { domains, files: sources.map((s) => s.file) };
+  return { domains, files: sources.map((s) => s.file), source: JSON.stringify(sources) };
 }
 
 /** Loads a configuration file, or every one in a directory, merged per domain. */

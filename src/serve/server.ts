@@ -141,8 +141,13 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   let reloading: Promise<boolean> = Promise.resolve(true);
   async function reloadOnce(): Promise<boolean> {
     try {
+      const next = await loadConfig(configPath);
+      // A watch event that changed no config file (another file in the directory, one touched) keeps
+      // the rules, their limiters and denied caches, and says nothing: a log written into the
+      // watched directory would otherwise reload it for ever.
+      if (next.source === rules.config.source) return true;
       // Requests in flight keep the rules they started with; the next ones take the new.
-      rules = new Rules(await loadConfig(configPath), settings, metrics);
+      rules = new Rules(next, settings, metrics);
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
       return true;
     } catch (error) {

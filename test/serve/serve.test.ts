@@ -332,6 +332,13 @@ describe('sluice serve configuration', () => {
     assert.equal(await r.server.reload(), false);
     assert.equal(await ask('c'), 7);
     assert.match(lines.at(-1) ?? '', /config .*config\.yaml at descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour or day .*; got "fortnight"; the change is refused and the previous config keeps serving$/);
+    // A file that is not config, or the same config again: nothing to reload, nothing logged.
+    await r.config.write('config.yaml', 'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n');
+    assert.equal(await r.server.reload(), true);
+    const logged = lines.length;
+    await r.config.write('serve.log', 'sluice serve: config reloaded\n');
+    assert.equal(await r.server.reload(), true);
+    assert.equal(lines.length, logged);
   });
 
   it('picks up a change to the watched directory by itself, failing no call meanwhile', async () => {

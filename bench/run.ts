@@ -7,12 +7,16 @@ import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../src/cli/redis-server.js';
 import { TYPICAL, inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
+import { httpTargets, runHttpBenchmarks, type HttpReport } from './http.js';
 import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
 import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
 
 export interface BenchOptions {
-  /** A Redis to measure against; without it the bench starts a private redis-server (recommended). */
+  /**
+   * A Redis to measure against; without it the bench starts a private redis-server (recommended).
+   * The HTTP part always starts its own, since it flushes it between servers.
+   */
   redisUrl?: string;
   /** Small counts and short runs: checks that everything works end to end, measures nothing useful. */
   quick?: boolean;
@@ -58,6 +62,8 @@ export interface BenchReport {
   readonly inProcess: readonly { readonly name: string; readonly decisionsPerSecond: readonly number[] }[];
   readonly many: ManyResult;
   readonly flood: FloodResult;
+  /** Behind Express, Fastify and node:http, under autocannon (always on a private redis-server of its own). */
+  readonly http: HttpReport;
   readonly targets: readonly Target[];
 }
 
@@ -188,6 +194,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     progress('a flood from one denied key');
     const flood = await deniedFlood(redis, quick ? 2_000 : 20_000);
 
+    // Last, and on a redis-server of its own: it runs FLUSHALL between servers.
+    const http = await runHttpBenchmarks({ quick, rounds: runs, onProgress: progress });
+
     const ratio = (contender: string, reference: string, scenario: Scenario): number => {
       const s = SCENARIOS.findIndex((candidate) => sameScenario(candidate, scenario));
       const of = (name: string) => redisResults.find((r) => r.name === name)?.samples[s] ?? [];
@@ -215,6 +224,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       inProcess,
       many,
       flood,
+      http,
       targets: [],
     };
     const withTargets = { ...report, targets: targets(report) };
@@ -283,6 +293,7 @@ function targets(report: BenchReport): Target[] {
     measured: `${flood.callsWithout} vs ${flood.callsWith} decisions sent to Redis (${times(flood.callsWithout / flood.callsWith)}), decisions ${flood.identical ? 'identical' : 'DIFFERENT'}`,
     met: flood.callsWithout / flood.callsWith >= 50 && flood.identical,
   });
+  list.push(...httpTargets(report.http));
   if (!sluice.includes('sluice gcra')) {
     list.push({ description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys', measured: 'not measured: not on this branch', met: false });
   }

@@ -39,6 +39,8 @@ export interface HttpSample {
 export interface HttpServerResult {
   readonly config: ServerConfig;
   readonly name: string;
+  /** The rate-limit fields of its answer to one request before the rounds (none without a limiter): shows the limiter runs. */
+  readonly rateLimitHeaders: readonly string[];
   /** One per round. */
   readonly samples: readonly HttpSample[];
 }
@@ -125,6 +127,14 @@ async function hammer(server: RunningServer, connections: number, load: Load): P
   return { requestsPerSecond: result.requests.total / Math.max(result.duration, 0.01), p50Ms: result.latency.p50, p99Ms: result.latency.p99 };
 }
 
+/** The names of the rate-limit fields in a server's answer to one request (from an address the rounds never send). */
+async function rateLimitHeaders(server: RunningServer): Promise<string[]> {
+  const response = await fetch(`http://127.0.0.1:${server.port}/`, { headers: { 'x-forwarded-for': '198.18.255.255' } });
+  await response.arrayBuffer();
+  if (!response.ok) throw new Error(`${serverName(server.config)} answered ${response.status}`);
+  return [...response.headers.keys()].filter((name) => /^(x-)?ratelimit/.test(name)).sort();
+}
+
 /** `list` started at `by` (mod its length): each round another server goes first. */
 function rotated<T>(list: readonly T[], by: number): T[] {
   const start = by % list.length;
@@ -150,6 +160,8 @@ export async function runHttpBenchmarks(options: HttpOptions = {}): Promise<Http
     for (const outcome of started) if (outcome.status === 'fulfilled') running.push(outcome.value);
     const failed = started.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
+    const headers = new Map<RunningServer, string[]>();
+    for (const server of running) headers.set(server, await rateLimitHeaders(server));
     const samples = new Map<RunningServer, Omit<HttpSample, 'ceilingRatio'>[]>(running.map((server) => [server, []]));
     let step = 0;
     for (let round = 0; round < rounds; round++) {
@@ -171,6 +183,7 @@ export async function runHttpBenchmarks(options: HttpOptions = {}): Promise<Http
       return {
         config: server.config,
         name: serverName(server.config),
+        rateLimitHeaders: headers.get(server) ?? [],
         samples: (samples.get(server) ?? []).map((sample, round) => ({ ...sample, ceilingRatio: sample.requestsPerSecond / (theirs[round]?.requestsPerSecond ?? Number.NaN) })),
       };
     });

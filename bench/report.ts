@@ -81,12 +81,13 @@ export function renderHttp(http: HttpReport, cpus: string): string {
           `${at((s) => s.p50Ms)} ms`,
           `${at((s) => s.p99Ms)} ms`,
           server.config.store === 'redis' ? whole(at((s) => s.keysInRedis ?? 0)) : '',
+          server.rateLimitHeaders.join(', '),
         ];
       });
     const on = findServer(http, framework, 'sluice', 'redis', true);
     const off = findServer(http, framework, 'sluice', 'redis');
     const pipelining = on && off ? `\n\nsluice redisStore with \`enableAutoPipelining: true\`: ${pairRatio(on, off).toFixed(2)}x the requests/s of sluice redisStore without it (same rounds).` : '';
-    return `### ${framework}\n\n${table(['limiter', 'store', 'vs no limiter', 'requests/s', 'p50', 'p99', 'keys in Redis'], rows)}${pipelining}`;
+    return `### ${framework}\n\n${table(['limiter', 'store', 'vs no limiter', 'requests/s', 'p50', 'p99', 'keys in Redis', 'rate-limit fields'], rows)}${pipelining}`;
   });
   return `## HTTP
 
@@ -105,8 +106,8 @@ trusting one hop (Fastify 5 given a number trusts none; @fastify/rate-limit and 
   the median over rounds (±N%: half their spread). This is the figure to compare, not requests/s.
 - Every limiter gets the same policy: a fixed window of ${HTTP_POLICY.windowSeconds / 60} minutes allowing ${whole(HTTP_POLICY.limit)} requests,
   so nobody is denied (the bench fails on any response but a 2xx) and every request does the same work. Each sends its
-  default headers: sluice \`RateLimit\` and \`RateLimit-Policy\`; express-rate-limit, @fastify/rate-limit and the
-  rate-limiter-flexible middleware (written in the bench) \`X-RateLimit-Limit\`, \`-Remaining\`, \`-Reset\`.
+  default rate-limit fields (the last column, read from one response before the rounds); the rate-limiter-flexible
+  middleware, written in the bench, sends the \`X-RateLimit-*\` fields the others' defaults send.
   @fastify/rate-limit's memory store is given room for 20,000 clients (its default, 5,000, would evict).
 - Every ioredis client has ioredis's defaults (no autopipelining); sluice is also measured with \`enableAutoPipelining\`.
 - The client, the server and Redis share this machine's CPUs (${cpus}): autocannon's own CPU is part of the

@@ -42,6 +42,9 @@ it('npm run bench works end to end in quick mode and writes its report and chart
     for (const server of report.http.servers) {
       assert.equal(server.samples.length, 1, server.name);
       assert.ok((server.samples[0]?.ceilingRatio ?? 0) > 0, server.name);
+      // Every limiter answers with its rate-limit fields (sluice's default: draft-11); a ceiling with none.
+      const fields = server.config.limiter === undefined ? [] : server.config.limiter === 'sluice' ? ['ratelimit', 'ratelimit-policy'] : ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
+      assert.deepEqual(server.rateLimitHeaders, fields, server.name);
       // Quick mode measures 200 requests from 200 addresses, and each of these limiters keeps one key
       // per client: 200 keys shows each one keyed on X-Forwarded-For (the socket address would be 1 key).
       if (server.config.store === 'redis') assert.equal(server.samples[0]?.keysInRedis, 200, server.name);

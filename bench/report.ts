@@ -1,3 +1,5 @@
+import { FRAMEWORKS, HTTP_POLICY, limiterName } from './http-contenders.js';
+import { ceilingRatio, findServer, pairRatio, type HttpReport } from './http.js';
 import { median, spreadPercent, type Sample } from './measure.js';
 import type { BenchReport, Scenario } from './run.js';
 import { SERVE_IN_FLIGHT } from './serve.js';
@@ -62,6 +64,59 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
 
 function describeScenario(s: Scenario): string {
   return `${s.inFlight} in flight, ${s.keys === 1 ? 'one hot key' : `${whole(s.keys)} keys`}`;
+}
+
+/** The HTTP section: per framework, each server's ratio to the no-limiter server, its requests/s and latency. */
+export function renderHttp(http: HttpReport, cpus: string): string {
+  const tables = FRAMEWORKS.map((framework) => {
+    const rows = http.servers
+      .filter((server) => server.config.framework === framework)
+      .map((server) => {
+        const ratios = server.samples.map((s) => s.ceilingRatio);
+        const at = (pick: (s: (typeof server.samples)[number]) => number) => median(server.samples.map(pick));
+        return [
+          limiterName(server.config),
+          server.config.store ?? '',
+          `${ceilingRatio(server).toFixed(2)}x (±${(spreadPercent(ratios) / 2).toFixed(0)}%)`,
+          whole(at((s) => s.requestsPerSecond)),
+          `${at((s) => s.p50Ms)} ms`,
+          `${at((s) => s.p99Ms)} ms`,
+          server.config.store === 'redis' ? whole(at((s) => s.keysInRedis ?? 0)) : '',
+          server.rateLimitHeaders.join(', '),
+        ];
+      });
+    const on = findServer(http, framework, 'sluice', 'redis', true);
+    const off = findServer(http, framework, 'sluice', 'redis');
+    const pipelining = on && off ? `\n\nsluice redisStore with \`enableAutoPipelining: true\`: ${pairRatio(on, off).toFixed(2)}x the requests/s of sluice redisStore without it (same rounds).` : '';
+    return `### ${framework}\n\n${table(['limiter', 'store', 'vs no limiter', 'requests/s', 'p50', 'p99', 'keys in Redis', 'rate-limit fields'], rows)}${pipelining}`;
+  });
+  return `## HTTP
+
+autocannon, in the bench's process, against one server at a time: ${http.connections} connections, ${http.load}, ${http.rounds} round(s).
+Every request comes from the next of ${whole(http.clients)} client addresses, sent as \`X-Forwarded-For\`, and every server
+trusts exactly one proxy hop, so each keys on that address: sluice \`trustedProxies: 1\`; Express \`trust proxy: 1\`
+(express-rate-limit and the rate-limiter-flexible middleware key on \`req.ip\`); Fastify \`trustProxy\` as a function
+trusting one hop (Fastify 5 given a number trusts none; @fastify/rate-limit and the rate-limiter-flexible hook key on
+\`request.ip\`); on node:http the rate-limiter-flexible middleware keys on the last \`X-Forwarded-For\` element.
+"keys in Redis" (after each measurement) shows every limiter keyed per client.
+
+- Each server runs in a process of its own (\`bench/http-server.ts\`), started once; Redis is a redis-server of the
+  bench's own, emptied (\`FLUSHALL\`) before each server's turn, which is a warm-up and then the measurement. Each round
+  measures every server of a framework back to back, starting with another one each round.
+- **vs no limiter**: the server's requests/s over its framework's server without a limiter, in the same round, then
+  the median over rounds (±N%: half their spread). This is the figure to compare, not requests/s.
+- Every limiter gets the same policy: a fixed window of ${HTTP_POLICY.windowSeconds / 60} minutes allowing ${whole(HTTP_POLICY.limit)} requests,
+  so nobody is denied (the bench fails on any response but a 2xx) and every request does the same work. Each sends its
+  default rate-limit fields (the last column, read from one response before the rounds); the rate-limiter-flexible
+  middleware, written in the bench, sends the \`X-RateLimit-*\` fields the others' defaults send.
+  @fastify/rate-limit's memory store is given room for 20,000 clients (its default, 5,000, would evict).
+- Every ioredis client has ioredis's defaults (no autopipelining); sluice is also measured with \`enableAutoPipelining\`.
+- The client, the server and Redis share this machine's CPUs (${cpus}): autocannon's own CPU is part of the
+  budget, so the ratios say how much of the whole a limiter costs, on this machine; p50 and p99 are autocannon's,
+  in whole milliseconds.
+
+${tables.join('\n\n')}
+`;
 }
 
 /** docs/benchmarks.md: every figure of the run, the targets judged on them, and how to reproduce. */
@@ -130,7 +185,8 @@ export function renderMarkdown(report: BenchReport): string {
   return `# Benchmarks
 
 Measured by \`${report.command}\` on ${report.date}${report.quick ? ' (**quick mode: tiny counts, not meaningful figures**)' : ''}.
-Everything below comes from one run: every contender against the same private Redis, started by the bench.
+Everything below comes from one run: every contender against the same private Redis, started by the bench
+(the HTTP servers against another, see [HTTP](#http)).
 
 - Node ${e.node}, Redis ${e.redis}, ${e.cpus}.
 - Load average before and after: ${e.loadBefore} / ${e.loadAfter}. The machine was shared with other work while measuring:
@@ -189,6 +245,7 @@ p50 ${r.p50OneMs.toFixed(3)} ms for one \`limit()\` of one key: the ${r.size} de
 
 ${serveSection(report)}
 
+${renderHttp(report.http, e.cpus)}
 ## A flood from one denied key
 
 ${whole(f.calls)} calls, ${f.inFlight} in flight, on one key allowed 10 per hour, from a fresh key: ${whole(f.callsWithout)} decisions
@@ -220,6 +277,8 @@ ${report.command}
 
 \`npm run bench -- --quick\` checks that everything runs (tiny counts); \`npm run bench -- --redis redis://host:port\`
 measures against another standalone Redis: it writes keys under \`bench*\` prefixes, into databases 1-8 for the memory
-figures, and runs \`SCRIPT FLUSH\` before each memory reading, so never point it at a Redis in use.
+figures, and runs \`SCRIPT FLUSH\` before each memory reading, so never point it at a Redis in use (the HTTP part
+always starts a redis-server of its own). \`npx tsx bench/http.ts [--quick] [--rounds N] [--seconds S]\` runs the HTTP
+part alone and prints it (\`npm run build\` first: the servers import \`dist/esm\`).
 `;
 }

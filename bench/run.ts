@@ -7,13 +7,17 @@ import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../src/cli/redis-server.js';
 import { TYPICAL, inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
+import { httpTargets, runHttpBenchmarks, type HttpReport } from './http.js';
 import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
 import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
 import { SERVE_IN_FLIGHT, benchServe, type ServeBench } from './serve.js';
 
 export interface BenchOptions {
-  /** A Redis to measure against; without it the bench starts a private redis-server (recommended). */
+  /**
+   * A Redis to measure against; without it the bench starts a private redis-server (recommended).
+   * The HTTP part always starts its own, since it flushes it between servers.
+   */
   redisUrl?: string;
   /** Small counts and short runs: checks that everything works end to end, measures nothing useful. */
   quick?: boolean;
@@ -61,6 +65,8 @@ export interface BenchReport {
   readonly flood: FloodResult;
   /** One `sluice serve` process at SERVE_IN_FLIGHT calls in flight, beside the library in this process. */
   readonly serve: ServeBench;
+  /** Behind Express, Fastify and node:http, under autocannon (always on a private redis-server of its own). */
+  readonly http: HttpReport;
   readonly targets: readonly Target[];
 }
 
@@ -193,6 +199,8 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
 
     progress(`sluice serve: gRPC and /json at ${SERVE_IN_FLIGHT} in flight, and the library in process`);
     const serve = await benchServe({ inFlight: SERVE_IN_FLIGHT, keys: 1000, durationMs: runMs, runs, redisUrl: url });
+    // Last, and on a redis-server of its own: it runs FLUSHALL between servers.
+    const http = await runHttpBenchmarks({ quick, rounds: runs, onProgress: progress });
 
     const ratio = (contender: string, reference: string, scenario: Scenario): number => {
       const s = SCENARIOS.findIndex((candidate) => sameScenario(candidate, scenario));
@@ -222,6 +230,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       many,
       flood,
       serve,
+      http,
       targets: [],
     };
     const withTargets = { ...report, targets: targets(report) };
@@ -296,6 +305,7 @@ function targets(report: BenchReport): Target[] {
     const r = sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond;
     list.push({ description: `sluice serve, one instance, ${transport}, ${SERVE_IN_FLIGHT} in flight: >= 0.5x the library in process`, measured: times(r), met: r >= 0.5 });
   }
+  list.push(...httpTargets(report.http));
   if (!sluice.includes('sluice gcra')) {
     list.push({ description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys', measured: 'not measured: not on this branch', met: false });
   }

@@ -20,7 +20,8 @@ export const bench: Command = {
   help: `Usage: sluice bench [options]
 
 Runs the benchmark suite (npm run bench, which builds first): sluice's algorithms beside rate-limiter-flexible,
-@upstash/ratelimit and ioredis's INCR ceiling, against a redis-server it starts itself, with a
+@upstash/ratelimit and ioredis's INCR ceiling, against a redis-server it starts itself, then its
+middleware behind Express, Fastify and node:http beside the peers' under autocannon, with a
 progress line; prints the ratios and writes docs/benchmarks.md and docs/benchmarks.svg.
 Run it inside a clone of the sluice repository after npm ci, where the peers are installed.
 

@@ -37,6 +37,17 @@ function workerApp(env) {
     const decisions = await Promise.all([1, 2, 3, 4].map(() => together.limit(c.req.param('key'))));
     return c.json(decisions.map((d) => d.allowed));
   });
+  // A limiter's timeout, where a Worker's timer dies with its request (docs/runtimes.md, "Known
+  // gap"): a limiter made in the request, and one made once over a client with a deadline of its own.
+  const failing = { policy: sluice.fixedWindow({ limit: 3, window: '1h' }), prefix: PREFIX, timeout: 300, onStoreError: 'deny' };
+  const deadlined = new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false, signal: () => globalThis.AbortSignal.timeout(300) });
+  const shared = sluice.createLimiter({ ...failing, store: sluice.redisStore(deadlined) });
+  const answer = async (c, limiter) => {
+    const decision = await limiter.limit('deadline');
+    return c.json({ allowed: decision.allowed, reason: decision.reason ?? null });
+  };
+  app.get('/upstash/deadline/per-request', (c) => answer(c, sluice.createLimiter({ ...failing, store: upstash })));
+  app.get('/upstash/deadline/client-signal', (c) => answer(c, shared));
   return app;
 }
 

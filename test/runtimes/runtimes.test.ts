@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
+import { Redis } from 'ioredis';
 import { exited, freePort, startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { startUpstashBridge, type UpstashBridge } from '../support/upstash.js';
 import { LONG_KEY, clientsWork } from './programs/workload.mjs';
 
 // Every runtime sluice supports runs the built package (dist/, built by `npm test`'s pretest step)
@@ -100,55 +102,66 @@ describe('every runtime runs the built package', { concurrency: true }, () => {
   }
 });
 
-/** A worker served by workerd on a free loopback port, until `stop`. */
-interface ServedWorker {
-  readonly url: string;
-  /** What workerd has written so far (its stdout and stderr: the worker's console among it). */
+/** Workers served by workerd, each in its own isolate on a free loopback port, until `stop`. */
+interface ServedWorkers<Name extends string> {
+  readonly urls: Readonly<Record<Name, string>>;
+  /** What workerd has written so far (its stdout and stderr: the workers' console among it). */
   output(): string;
   stop(): Promise<void>;
 }
 
 /**
- * Bundles `entry` (resolving `sluice` to the built package by its exports map, not to the sources
- * that tsconfig.json's paths name) for the neutral platform, where a Node built-in does not
- * resolve, and serves it as a module worker without nodejs_compat: Web-standard APIs alone.
- * (workerd's fetch() reaches public addresses only: a worker that must reach a server the test
- * starts on loopback needs `(name = "internet", network = (allow = ["public", "local"]))` among the
- * services.)
+ * Bundles each worker's module source (its imports resolved from programs/, `sluice` to the built
+ * package by its exports map, not to the sources that tsconfig.json's paths name) for the neutral
+ * platform, where a Node built-in does not resolve, and serves each as a module worker without
+ * nodejs_compat: Web-standard APIs alone, with `bindings` as its env's text bindings. Workers of one
+ * source share nothing but that: an isolate each, as Cloudflare runs many. Their fetch() may reach
+ * loopback servers the test starts: workerd's default `internet` service reaches public addresses
+ * only, so the config names its own.
  */
-async function serveWorker(entry: string): Promise<ServedWorker> {
-  const bundle = await build({
-    entryPoints: [entry],
-    bundle: true,
-    platform: 'neutral',
-    format: 'esm',
-    mainFields: ['module', 'main'],
-    conditions: ['workerd', 'worker', 'browser'],
-    tsconfigRaw: {},
-    write: false,
-    metafile: true,
-    logLevel: 'silent',
-  });
-  const inputs = Object.keys(bundle.metafile.inputs).map((input) => relative(root, resolve(process.cwd(), input)));
-  assert.ok(inputs.includes(join('dist', 'esm', 'index.js')), 'the bundle holds the built package');
-  assert.deepEqual(inputs.filter((input) => input.startsWith('src')), [], 'and none of the sources');
+async function serveWorkers<Name extends string>(sources: Record<Name, string>, bindings: Record<string, string>): Promise<ServedWorkers<Name>> {
+  const names = Object.keys(sources) as Name[];
   const dir = await mkdtemp(join(tmpdir(), 'sluice-workerd-'));
-  await writeFile(join(dir, 'worker.js'), bundle.outputFiles[0]?.contents ?? '');
+  for (const name of names) {
+    const bundle = await build({
+      stdin: { contents: sources[name], resolveDir: programs, sourcefile: `${name}.mjs`, loader: 'js' },
+      bundle: true,
+      platform: 'neutral',
+      format: 'esm',
+      mainFields: ['module', 'main'],
+      conditions: ['workerd', 'worker', 'browser'],
+      tsconfigRaw: {},
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const inputs = Object.keys(bundle.metafile.inputs).map((input) => relative(root, resolve(process.cwd(), input)));
+    assert.ok(inputs.includes(join('dist', 'esm', 'index.js')), `${name}'s bundle holds the built package`);
+    assert.deepEqual(inputs.filter((input) => input.startsWith('src')), [], `and none of the sources`);
+    await writeFile(join(dir, `${name}.js`), bundle.outputFiles[0]?.contents ?? '');
+  }
+  const texts = Object.entries(bindings).map(([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`);
+  const worker = (name: Name) => `(
+    modules = [(name = "worker", esModule = embed "${name}.js")],
+    compatibilityDate = "2025-09-01",
+    bindings = [${texts.join(', ')}],
+  )`;
   await writeFile(
     join(dir, 'config.capnp'),
     `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
-  services = [(name = "main", worker = .worker)],
-  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
-);
-const worker :Workerd.Worker = (
-  modules = [(name = "worker", esModule = embed "worker.js")],
-  compatibilityDate = "2025-09-01",
+  services = [
+    ${names.map((name) => `(name = "${name}", worker = ${worker(name)}),`).join('\n    ')}
+    (name = "internet", network = (allow = ["public", "local"])),
+  ],
+  sockets = [${names.map((name) => `(name = "${name}", address = "127.0.0.1:0", http = (), service = "${name}")`).join(', ')}],
 );
 `,
   );
-  const port = await freePort();
-  const child = spawn(bin('.bin', 'workerd'), ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const ports = await Promise.all(names.map(() => freePort()));
+  const urls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`])) as Record<Name, string>;
+  const args = ['serve', join(dir, 'config.capnp'), ...names.flatMap((name, i) => ['--socket-addr', `${name}=127.0.0.1:${ports[i]}`])];
+  const child = spawn(bin('.bin', 'workerd'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const stop = async () => {
@@ -156,12 +169,12 @@ const worker :Workerd.Worker = (
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    await listening(child, `http://127.0.0.1:${port}`, () => output);
+    await Promise.all(names.map((name) => listening(child, urls[name], () => output)));
   } catch (error) {
     await stop();
     throw error;
   }
-  return { url: `http://127.0.0.1:${port}`, output: () => output, stop };
+  return { urls, output: () => output, stop };
 }
 
 /** Resolves once `url` answers; rejects, with what workerd said, if it exits or takes 20 s. */
@@ -182,25 +195,112 @@ async function listening(child: ChildProcess, url: string, output: () => string)
 }
 
 describe("Cloudflare's workerd runs the built package without nodejs_compat", () => {
-  let worker: ServedWorker;
+  let redis: RedisServer;
+  let bridge: UpstashBridge;
+  let direct: Redis;
+  let workers: ServedWorkers<'main' | 'twin' | 'example'>;
   before(async () => {
-    worker = await serveWorker(join(programs, 'worker.mjs'));
+    redis = await startRedisServer();
+    bridge = await startUpstashBridge(redis.port);
+    direct = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
+    const worker = await readFile(join(programs, 'worker.mjs'), 'utf8');
+    const example = /```js\n([\s\S]*?)```/.exec(await readFile(join(root, 'docs', 'runtimes.md'), 'utf8'))?.[1] ?? '';
+    workers = await serveWorkers({ main: worker, twin: worker, example }, { UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: bridge.token });
   });
-  after(() => worker?.stop());
+  after(async () => {
+    await workers?.stop();
+    direct?.disconnect();
+    await bridge?.stop();
+    await redis?.stop();
+  });
+  const limited = (url: string) => (address: string) => fetch(`${url}/limited`, { headers: { 'cf-connecting-ip': address } });
+
+  it('has no process and plain-number timers: sluice takes its non-Node paths (src/core/host.ts)', async () => {
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/host`)).json(), { process: 'undefined', timer: 'number' });
+  });
 
   it('does the same work with the memory store', async () => {
-    assert.deepEqual(await (await fetch(`${worker.url}/work`)).json(), expectedWork());
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/work`)).json(), expectedWork());
   });
 
   it('limits a Hono app by client address over HTTP, as in every runtime', async () => {
-    const request = (address: string) => fetch(`${worker.url}/limited`, { headers: { 'cf-connecting-ip': address } });
-    assert.deepEqual(await clientsWork(request), EXPECTED_HONO);
+    assert.deepEqual(await clientsWork(limited(workers.urls.main)), EXPECTED_HONO);
+  });
+
+  it('does the same work with a Redis store over @upstash/redis', async () => {
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/work`)).json(), expectedWork());
+  });
+
+  it('limits the Hono app over @upstash/redis, its counts in Redis with a TTL', async () => {
+    assert.deepEqual(await clientsWork(limited(`${workers.urls.main}/upstash`)), EXPECTED_HONO);
+    // A count for each client: the IPv6 /56 seen four times, the next /56, the IPv4 client.
+    const keys = await direct.keys('rt-workerd-hono:*');
+    assert.equal(keys.length, 3, keys.join(', '));
+    for (const key of keys) {
+      const ttl = await direct.pttl(key);
+      assert.ok(ttl > 0 && ttl <= 3_600_000, `${key} expires within its window (PTTL ${ttl})`);
+    }
+  });
+
+  it('shares a client\'s count between isolates over @upstash/redis; the memory store counts per isolate', async () => {
+    const statuses = async (url: string, address: string, times: number) => {
+      const seen: number[] = [];
+      for (let i = 0; i < times; i++) seen.push((await limited(url)(address)).status);
+      return seen;
+    };
+    assert.deepEqual(await statuses(`${workers.urls.main}/upstash`, '198.51.100.1', 3), [200, 200, 200]);
+    assert.deepEqual(await statuses(`${workers.urls.twin}/upstash`, '198.51.100.1', 1), [429]);
+    assert.deepEqual(await statuses(workers.urls.main, '198.51.100.2', 3), [200, 200, 200]);
+    assert.deepEqual(await statuses(workers.urls.twin, '198.51.100.2', 3), [200, 200, 200]);
+  });
+
+  it('sends calls made in one turn as one script, by queueMicrotask where there is no process.nextTick', async () => {
+    const scriptCalls = async () => {
+      const stats = await direct.info('commandstats');
+      return ['evalsha', 'eval'].reduce((sum, name) => sum + Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0), 0);
+    };
+    // The first batch may load its script (NOSCRIPT, then EVAL); the second runs it once.
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/first`)).json(), [true, true, true, false]);
+    const before = await scriptCalls();
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/second`)).json(), [true, true, true, false]);
+    assert.equal((await scriptCalls()) - before, 1);
+  });
+
+  it('answers requests in flight together in one isolate over @upstash/redis, each client exactly', async () => {
+    // Each request's calls go out from its own handler: none waits on another request's fetch().
+    const addresses = Array.from({ length: 10 }, (_, i) => `192.0.2.${i}`);
+    const statuses = await Promise.all(addresses.map((address) => Promise.all([1, 2, 3, 4].map(async () => (await limited(`${workers.urls.main}/upstash`)(address)).status))));
+    assert.deepEqual(
+      statuses.map((seen) => seen.sort()),
+      addresses.map(() => [200, 200, 200, 429]),
+    );
+  });
+
+  it("gives up on a REST endpoint that stops answering, by docs/runtimes.md's ways around a Worker's timers", async () => {
+    // A call that waits on forever fails here rather than hanging the file.
+    const ask = async (way: string) => (await fetch(`${workers.urls.main}/upstash/deadline/${way}`, { signal: AbortSignal.timeout(10_000) })).json();
+    // A first call that answers arms the limiter's timer in its own request, which then ends.
+    assert.deepEqual(await ask('per-request'), { allowed: true, reason: null });
+    assert.deepEqual(await ask('client-signal'), { allowed: true, reason: null });
+    bridge.hold(true);
+    try {
+      assert.deepEqual(await ask('per-request'), { allowed: false, reason: 'timeout' });
+      assert.deepEqual(await ask('client-signal'), { allowed: false, reason: 'store-error' });
+    } finally {
+      bridge.hold(false);
+    }
+  });
+
+  it("serves docs/runtimes.md's Worker: a Hono app over @upstash/redis", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) statuses.push((await fetch(workers.urls.example, { headers: { 'cf-connecting-ip': '203.0.113.9' } })).status);
+    assert.deepEqual(statuses, [...Array<number>(10).fill(200), 429]);
   });
 
   it('warns on the console, having no process, when a hook throws', async () => {
-    assert.equal(await (await fetch(`${worker.url}/observed`)).json(), true);
+    assert.equal(await (await fetch(`${workers.urls.main}/observed`)).json(), true);
     const warning = 'Warning [SLUICE_HOOK_FAILED]: an observe() hook threw: hook down';
-    for (let waited = 0; !worker.output().includes(warning) && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.ok(worker.output().includes(warning), worker.output());
+    for (let waited = 0; !workers.output().includes(warning) && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(workers.output().includes(warning), workers.output());
   });
 });

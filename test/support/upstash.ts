@@ -9,6 +9,8 @@ export interface UpstashBridge {
   /** What @upstash/redis takes as `url` and `token`. */
   readonly url: string;
   readonly token: string;
+  /** While on, requests get no answer, as an endpoint that stops answering; off, those held are dropped. */
+  hold(on: boolean): void;
   stop(): Promise<void>;
 }
 
@@ -74,7 +76,9 @@ export async function startUpstashBridge(redisPort: number, login?: { username: 
     reply(400, { error: `the bridge serves no ${request.method} ${request.url} with this body` });
   }
 
+  let held: ServerResponse[] | undefined;
   const server = createServer((request, response) => {
+    if (held) return void held.push(response);
     answer(request, response).catch((error: unknown) => response.writeHead(400).end(JSON.stringify({ error: String(error) })));
   });
   server.listen(0, '127.0.0.1');
@@ -82,6 +86,10 @@ export async function startUpstashBridge(redisPort: number, login?: { username: 
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     token,
+    hold(on) {
+      held?.forEach((response) => response.destroy());
+      held = on ? [] : undefined;
+    },
     stop: async () => {
       server.closeAllConnections();
       server.close();

@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from './duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
-import { holdProcessOpen, warn } from './host.js';
+import { holdProcessOpen, timersOutliveRequests, warn } from './host.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
 import { policyFacts } from './binding.js';
@@ -93,6 +93,8 @@ interface Pending {
   readonly due: number;
   readonly onTimeout: () => void;
   done: boolean;
+  /** Its own timer, where timers die with their request (see timersOutliveRequests). */
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 /**
@@ -109,6 +111,17 @@ class Deadlines {
   constructor(private readonly ms: number) {}
 
   add(onTimeout: () => void): Pending {
+    if (!timersOutliveRequests) {
+      // A Worker drops a timer when the request that armed it ends: each call arms its own, in its
+      // own request, the one kind of timer that serves it there.
+      const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
+      pending.timer = setTimeout(() => {
+        if (pending.done) return;
+        pending.done = true;
+        onTimeout();
+      }, this.ms);
+      return pending;
+    }
     if (this.waiting === 0) {
       this.queue = [];
       this.head = 0;
@@ -127,7 +140,8 @@ class Deadlines {
   finish(pending: Pending): boolean {
     if (pending.done) return false;
     pending.done = true;
-    if (--this.waiting === 0) holdProcessOpen(this.timer, false);
+    if (pending.timer !== undefined) clearTimeout(pending.timer);
+    else if (--this.waiting === 0) holdProcessOpen(this.timer, false);
     return true;
   }
 

@@ -31,6 +31,13 @@ export const afterThisTick: (callback: () => void) => void =
 
 type Timer = ReturnType<typeof setTimeout>;
 
+/**
+ * Whether a timer outlives the request whose handler armed it. Not in Cloudflare's workerd (its
+ * `navigator.userAgent` is 'Cloudflare-Workers'): a timer belongs to the request that set it and is
+ * dropped when that request ends, so one armed for a request cannot serve another's deadline.
+ */
+export const timersOutliveRequests = (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent !== 'Cloudflare-Workers';
+
 /** Whether an armed timer keeps the process running (Node's and Bun's timers); a no-op where a timer is a number. */
 export function holdProcessOpen(timer: Timer | undefined, hold: boolean): void {
   if (typeof timer !== 'object' || timer === null) return;

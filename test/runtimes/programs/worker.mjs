@@ -37,16 +37,18 @@ function workerApp(env) {
     const decisions = await Promise.all([1, 2, 3, 4].map(() => together.limit(c.req.param('key'))));
     return c.json(decisions.map((d) => d.allowed));
   });
-  // A limiter's timeout, where a Worker's timer dies with its request (docs/runtimes.md, "Known
-  // gap"): a limiter made in the request, and one made once over a client with a deadline of its own.
+  // A limiter's timeout, where a Worker's timer dies with the request that armed it: a limiter made
+  // once for the isolate, and one over a client with a deadline of its own (docs/runtimes.md).
   const failing = { policy: sluice.fixedWindow({ limit: 3, window: '1h' }), prefix: PREFIX, timeout: 300, onStoreError: 'deny' };
   const deadlined = new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false, signal: () => globalThis.AbortSignal.timeout(300) });
-  const shared = sluice.createLimiter({ ...failing, store: sluice.redisStore(deadlined) });
+  // Its own timeout longer than the client's deadline, which fails the call first.
+  const shared = sluice.createLimiter({ ...failing, timeout: 5_000, store: sluice.redisStore(deadlined) });
+  const once = sluice.createLimiter({ ...failing, store: upstash });
   const answer = async (c, limiter) => {
     const decision = await limiter.limit('deadline');
     return c.json({ allowed: decision.allowed, reason: decision.reason ?? null });
   };
-  app.get('/upstash/deadline/per-request', (c) => answer(c, sluice.createLimiter({ ...failing, store: upstash })));
+  app.get('/upstash/deadline/module', (c) => answer(c, once));
   app.get('/upstash/deadline/client-signal', (c) => answer(c, shared));
   return app;
 }

@@ -278,7 +278,7 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
 
   it('gives up on a REST endpoint that stops answering, though a Worker drops each timer with its request', async () => {
     // A call that waits on forever fails here rather than hanging the file.
-    const ask = async (way: string) => (await fetch(`${workers.urls.main}/upstash/deadline/${way}`, { signal: AbortSignal.timeout(10_000) })).json();
+    const ask = async (way: string) => (await fetch(`${workers.urls.main}/upstash/deadline/${way}`, { signal: AbortSignal.timeout(20_000) })).json();
     // A first call that answers, in a request that then ends: a timer it left armed would be gone.
     assert.deepEqual(await ask('module'), { allowed: true, reason: null });
     assert.deepEqual(await ask('client-signal'), { allowed: true, reason: null });

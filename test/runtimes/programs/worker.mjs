@@ -10,7 +10,7 @@ import { Hono } from 'hono';
 import { getConnInfo } from 'hono/cloudflare-workers';
 import * as sluice from 'sluice';
 import { rateLimit } from 'sluice/hono';
-import { limitedApp, work } from './workload.mjs';
+import { COUNTING, limitedApp, work } from './workload.mjs';
 
 const PREFIX = 'rt-workerd';
 
@@ -32,17 +32,17 @@ function workerApp(env) {
   app.route('/upstash', limitedApp({ sluice, rateLimit, Hono, getConnInfo }, upstash, `${PREFIX}-hono`));
   app.get('/upstash/work', async (c) => c.json(await work(sluice, upstash, PREFIX)));
   // Four calls made in one turn, to one key with a limit of three: the store sends them together.
-  const together = sluice.createLimiter({ store: upstash, prefix: PREFIX, policy: sluice.fixedWindow({ limit: 3, window: '1h' }) });
+  const together = sluice.createLimiter({ store: upstash, prefix: PREFIX, timeout: COUNTING, policy: sluice.fixedWindow({ limit: 3, window: '1h' }) });
   app.get('/upstash/together/:key', async (c) => {
     const decisions = await Promise.all([1, 2, 3, 4].map(() => together.limit(c.req.param('key'))));
     return c.json(decisions.map((d) => d.allowed));
   });
   // A limiter's timeout, where a Worker's timer dies with the request that armed it: a limiter made
   // once for the isolate, and one over a client with a deadline of its own (docs/runtimes.md).
-  const failing = { policy: sluice.fixedWindow({ limit: 3, window: '1h' }), prefix: PREFIX, timeout: 300, onStoreError: 'deny' };
-  const deadlined = new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false, signal: () => globalThis.AbortSignal.timeout(300) });
+  const failing = { policy: sluice.fixedWindow({ limit: 3, window: '1h' }), prefix: PREFIX, timeout: 2_000, onStoreError: 'deny' };
+  const deadlined = new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false, signal: () => globalThis.AbortSignal.timeout(2_000) });
   // Its own timeout longer than the client's deadline, which fails the call first.
-  const shared = sluice.createLimiter({ ...failing, timeout: 5_000, store: sluice.redisStore(deadlined) });
+  const shared = sluice.createLimiter({ ...failing, timeout: 10_000, store: sluice.redisStore(deadlined) });
   const once = sluice.createLimiter({ ...failing, store: upstash });
   const answer = async (c, limiter) => {
     const decision = await limiter.limit('deadline');

@@ -1,8 +1,11 @@
 import type { Policy, PolicyDecision } from './types.js';
 
-/** What a policy's part in a decision tells of the policy itself. */
-export function policyFacts(policy: Policy): Pick<PolicyDecision, 'name' | 'algorithm' | 'counts' | 'limit' | 'windowMs'> {
-  return { name: policy.name, algorithm: policy.algorithm, counts: policy.counts, limit: policy.limit, windowMs: policy.windowMs };
+/**
+ * A policy's part in a decision: the policy's facts and its numbers. One literal, on the hot path of
+ * every decision: spreading the facts into it instead measured half the memory store's time.
+ */
+export function policyDecision(policy: Policy, allowed: boolean, remaining: number, resetAfterMs: number, retryAfterMs: number): PolicyDecision {
+  return { name: policy.name, algorithm: policy.algorithm, counts: policy.counts, limit: policy.limit, windowMs: policy.windowMs, allowed, remaining, resetAfterMs, retryAfterMs };
 }
 
 /**

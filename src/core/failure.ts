@@ -3,7 +3,7 @@ import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from 
 import { holdProcessOpen, timersOutliveRequests, warn } from './host.js';
 import type { Limiter } from './limiter.js';
 import type { Decision, FailureReason, Policy } from './types.js';
-import { policyFacts } from './binding.js';
+import { policyDecision } from './binding.js';
 import { nestedOptions } from './validate.js';
 
 /**
@@ -186,13 +186,7 @@ export interface FailureGuard {
 /** A decision made without the store: every policy admits (fail open) or denies (fail closed) alike. */
 function withoutStore(policies: readonly Policy[], allowed: boolean, reason: FailureReason, error: StoreError): Decision {
   const waitMs = allowed ? 0 : DENY_RETRY_AFTER_MS;
-  const parts = policies.map((p) => ({
-    ...policyFacts(p),
-    allowed,
-    remaining: allowed ? p.limit : 0,
-    resetAfterMs: waitMs,
-    retryAfterMs: waitMs,
-  }));
+  const parts = policies.map((p) => policyDecision(p, allowed, allowed ? p.limit : 0, waitMs, waitMs));
   const first = parts[0];
   return { allowed, limit: first?.limit ?? 0, remaining: first?.remaining ?? 0, resetAfterMs: waitMs, retryAfterMs: waitMs, policies: parts, reason, error };
 }

@@ -1,7 +1,7 @@
 import { localRun, type Store } from '../stores/store.js';
 import { parseDuration, type Duration } from './duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
-import { bindingPolicy, policyFacts } from './binding.js';
+import { bindingPolicy, policyDecision } from './binding.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
@@ -223,13 +223,7 @@ function decide(reply: Reply, policies: readonly Policy[]): Decision {
   const allowed = reply[0] === 1;
   const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
     const at = 3 + i * 5;
-    return {
-      ...policyFacts(policy),
-      allowed: reply[at] === 1,
-      remaining: reply[at + 1] ?? 0,
-      resetAfterMs: reply[at + 2] ?? 0,
-      retryAfterMs: reply[at + 3] ?? 0,
-    };
+    return policyDecision(policy, reply[at] === 1, reply[at + 1] ?? 0, reply[at + 2] ?? 0, reply[at + 3] ?? 0);
   });
   const binding = bindingPolicy(perPolicy);
   const blockedForMs = reply[2] ?? 0;

@@ -4,7 +4,8 @@ import tseslint from 'typescript-eslint';
 
 // The core runs on Web-standard APIs alone (Node, Bun, Deno, Workers; docs/runtimes.md): only the
 // CLI, the decision service and the node:http adapter may import Node's modules.
-const NODE_MODULES_MESSAGE = 'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts';
+const NODE_MODULES_MESSAGE =
+  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts';
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/'] },
@@ -20,16 +21,34 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE })), patterns: [{ regex: '^node:', message: NODE_MODULES_MESSAGE }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE })),
+          patterns: [{ regex: '^node:', message: NODE_MODULES_MESSAGE }],
+        },
+      ],
       'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }],
     },
   },
   {
     files: ['src/**/*.ts'],
     // Node's Redis clients and Fastify hand over and take Buffers; nothing else needs one.
-    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/fastify.ts', 'src/stores/redis.ts', 'src/stores/batch.ts', 'src/stores/msgpack.ts'],
+    ignores: [
+      'src/cli/**',
+      'src/serve/**',
+      'src/adapters/node.ts',
+      'src/adapters/fastify.ts',
+      'src/stores/redis.ts',
+      'src/stores/batch.ts',
+      'src/stores/msgpack.ts',
+    ],
     rules: {
-      'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }, { name: 'Buffer', message: 'a Worker has no Buffer: use Uint8Array, TextEncoder, btoa' }],
+      'no-restricted-globals': [
+        'error',
+        { name: 'process', message: 'a Worker has no process: use src/core/host.ts' },
+        { name: 'Buffer', message: 'a Worker has no Buffer: use Uint8Array, TextEncoder, btoa' },
+      ],
     },
   },
   {

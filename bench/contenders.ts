@@ -1,7 +1,17 @@
 import { Ratelimit } from '@upstash/ratelimit';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import { createLimiter, fixedWindow, gcra, memoryStore, redisStore, slidingLog, slidingWindow, tokenBucket, type Policy } from '../dist/esm/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  gcra,
+  memoryStore,
+  redisStore,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  type Policy,
+} from '../dist/esm/index.js';
 import type { Decide } from './measure.js';
 import { upstashRedis } from './upstash-shim.js';
 
@@ -28,9 +38,19 @@ export const TYPICAL: Quota = { limit: 100, windowSeconds: 3600 };
 
 /** sluice's algorithms, each as a policy for a quota. */
 export const sluicePolicies: readonly { readonly name: string; policy(quota: Quota): Policy }[] = [
-  { name: 'fixedWindow', policy: ({ limit, windowSeconds }) => fixedWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }) },
-  { name: 'slidingLog', policy: ({ limit, windowSeconds }) => slidingLog({ limit: Math.min(limit, 10_000), window: Math.min(windowSeconds, 86_400) * 1000 }) },
-  { name: 'tokenBucket', policy: ({ limit, windowSeconds }) => tokenBucket({ capacity: limit, refillPerSecond: limit / windowSeconds }) },
+  {
+    name: 'fixedWindow',
+    policy: ({ limit, windowSeconds }) => fixedWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }),
+  },
+  {
+    name: 'slidingLog',
+    policy: ({ limit, windowSeconds }) =>
+      slidingLog({ limit: Math.min(limit, 10_000), window: Math.min(windowSeconds, 86_400) * 1000 }),
+  },
+  {
+    name: 'tokenBucket',
+    policy: ({ limit, windowSeconds }) => tokenBucket({ capacity: limit, refillPerSecond: limit / windowSeconds }),
+  },
   { name: 'gcra', policy: ({ limit, windowSeconds }) => gcra({ limit, period: windowSeconds * 1000 }) },
   {
     name: 'slidingWindow',
@@ -59,16 +79,34 @@ export function redisContenders(redis: Redis, quota: Quota = THROUGHPUT): Conten
     const limiter = createLimiter({ store: redisStore(redis), policy: policy(quota), prefix: 'bench' });
     return { name: `sluice ${name}`, library: 'sluice', decide: (key) => limiter.limit(key) };
   });
-  const flexible = new RateLimiterRedis({ storeClient: redis, points: limit, duration: window, keyPrefix: 'bench-rlf' });
+  const flexible = new RateLimiterRedis({
+    storeClient: redis,
+    points: limit,
+    duration: window,
+    keyPrefix: 'bench-rlf',
+  });
   const upstashClient = upstashRedis(redis);
   const upstash = (algorithm: string, limiter: ConstructorParameters<typeof Ratelimit>[0]['limiter']): Contender => {
     // timeout 0: no timer per call, upstash at its fastest; analytics stay off (the default).
-    const ratelimit = new Ratelimit({ redis: upstashClient as never, limiter, prefix: `bench-up-${algorithm}`, timeout: 0 });
-    return { name: `@upstash/ratelimit ${algorithm}`, library: '@upstash/ratelimit', decide: (key) => ratelimit.limit(key) };
+    const ratelimit = new Ratelimit({
+      redis: upstashClient as never,
+      limiter,
+      prefix: `bench-up-${algorithm}`,
+      timeout: 0,
+    });
+    return {
+      name: `@upstash/ratelimit ${algorithm}`,
+      library: '@upstash/ratelimit',
+      decide: (key) => ratelimit.limit(key),
+    };
   };
   return [
     ...sluice,
-    { name: 'rate-limiter-flexible RateLimiterRedis', library: 'rate-limiter-flexible', decide: (key) => settled(flexible.consume(key)) },
+    {
+      name: 'rate-limiter-flexible RateLimiterRedis',
+      library: 'rate-limiter-flexible',
+      decide: (key) => settled(flexible.consume(key)),
+    },
     upstash('fixedWindow', Ratelimit.fixedWindow(limit, `${window} s`)),
     upstash('slidingWindow', Ratelimit.slidingWindow(limit, `${window} s`)),
     // Upstash refills a whole number of tokens per interval: `limit` per window, stepwise.
@@ -86,7 +124,11 @@ export function incrCeiling(redis: Redis): Contender {
  * as sluice's (`bench:{<key>}:fw`), so that only what is stored differs.
  */
 export function plainCounter(redis: Redis): Contender {
-  return { name: 'plain counter with TTL', library: 'ioredis', decide: (key) => redis.set(`bench:{${key}}:pc`, 1, 'PX', TYPICAL.windowSeconds * 1000) };
+  return {
+    name: 'plain counter with TTL',
+    library: 'ioredis',
+    decide: (key) => redis.set(`bench:{${key}}:pc`, 1, 'PX', TYPICAL.windowSeconds * 1000),
+  };
 }
 
 /** Every limiter deciding in this process. */
@@ -96,5 +138,12 @@ export function inProcessContenders(): Contender[] {
     return { name: `sluice memoryStore ${name}`, library: 'sluice', decide: (key) => limiter.limit(key) };
   });
   const flexible = new RateLimiterMemory({ points: THROUGHPUT.limit, duration: 86_400 });
-  return [...sluice, { name: 'rate-limiter-flexible RateLimiterMemory', library: 'rate-limiter-flexible', decide: (key) => settled(flexible.consume(key)) }];
+  return [
+    ...sluice,
+    {
+      name: 'rate-limiter-flexible RateLimiterMemory',
+      library: 'rate-limiter-flexible',
+      decide: (key) => settled(flexible.consume(key)),
+    },
+  ];
 }

@@ -16,7 +16,11 @@ async function afterApplicationWrites(policy: string) {
   const server = await startRedisServer(['--maxmemory', '4mb', '--maxmemory-policy', policy]);
   const redis = new Redis(server.url);
   try {
-    const limiter = createLimiter({ store: redisStore(redis), policy: fixedWindow({ limit: LIMIT, window: '1h' }), onStoreError: 'deny' });
+    const limiter = createLimiter({
+      store: redisStore(redis),
+      policy: fixedWindow({ limit: LIMIT, window: '1h' }),
+      onStoreError: 'deny',
+    });
     const clients = Array.from({ length: CLIENTS }, (_, i) => `client${i}`);
     for (const client of clients) for (let i = 0; i < LIMIT; i++) await limiter.limit(client);
     let refused = 0;
@@ -25,7 +29,12 @@ async function afterApplicationWrites(policy: string) {
     let admittedAgain = 0;
     for (const client of clients) if ((await limiter.limit(client)).allowed) admittedAgain++;
     const sluiceKeys = (await redis.keys('sluice:*')).length;
-    return { policy, admittedAgain: `${admittedAgain} of ${CLIENTS}`, sluiceKeysAtTheEnd: sluiceKeys, applicationWritesRefused: refused };
+    return {
+      policy,
+      admittedAgain: `${admittedAgain} of ${CLIENTS}`,
+      sluiceKeysAtTheEnd: sluiceKeys,
+      applicationWritesRefused: refused,
+    };
   } finally {
     redis.disconnect();
     await server.stop();

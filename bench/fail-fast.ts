@@ -36,7 +36,11 @@ interface Client {
 async function waitsWhileDown(setup: string, connect: (url: string) => Promise<Client>): Promise<void> {
   const server = await startRedisServer();
   const client = await connect(server.url);
-  const limiter = createLimiter({ store: client.store, policy: slidingLog({ limit: 5, window: '1m' }), hooks: { storeError: () => undefined } });
+  const limiter = createLimiter({
+    store: client.store,
+    policy: slidingLog({ limit: 5, window: '1m' }),
+    hooks: { storeError: () => undefined },
+  });
   const limit = rateLimit({ limiter, onWarning: () => undefined });
   const http = createServer((req, res) => void limit(req, res).then((pass) => pass && res.end('hello')));
   http.listen(0, '127.0.0.1');
@@ -55,24 +59,31 @@ async function waitsWhileDown(setup: string, connect: (url: string) => Promise<C
   client.close();
 }
 
-const ioredis = (options: RedisOptions) => async (url: string): Promise<Client> => {
-  const redis = new Redis(url, options);
-  redis.on('error', () => undefined);
-  await once(redis, 'ready');
-  return { store: redisStore(redis), close: () => redis.disconnect() };
-};
+const ioredis =
+  (options: RedisOptions) =>
+  async (url: string): Promise<Client> => {
+    const redis = new Redis(url, options);
+    redis.on('error', () => undefined);
+    await once(redis, 'ready');
+    return { store: redisStore(redis), close: () => redis.disconnect() };
+  };
 
-const nodeRedis = (options: RedisClientOptions) => async (url: string): Promise<Client> => {
-  const client = createClient({ url, ...options });
-  client.on('error', () => undefined);
-  await client.connect();
-  return { store: redisStore(client), close: () => void client.disconnect().catch(() => undefined) };
-};
+const nodeRedis =
+  (options: RedisClientOptions) =>
+  async (url: string): Promise<Client> => {
+    const client = createClient({ url, ...options });
+    client.on('error', () => undefined);
+    await client.connect();
+    return { store: redisStore(client), close: () => void client.disconnect().catch(() => undefined) };
+  };
 
 await waitsWhileDown('ioredis {}', ioredis({}));
 await waitsWhileDown('ioredis { maxRetriesPerRequest: 1 }', ioredis({ maxRetriesPerRequest: 1 }));
 await waitsWhileDown('ioredis { enableOfflineQueue: false }', ioredis({ enableOfflineQueue: false }));
-await waitsWhileDown('ioredis { enableOfflineQueue: false, maxRetriesPerRequest: 1 }', ioredis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 }));
+await waitsWhileDown(
+  'ioredis { enableOfflineQueue: false, maxRetriesPerRequest: 1 }',
+  ioredis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 }),
+);
 await waitsWhileDown('node-redis {}', nodeRedis({}));
 await waitsWhileDown('node-redis { disableOfflineQueue: true }', nodeRedis({ disableOfflineQueue: true }));
 process.exit(0);

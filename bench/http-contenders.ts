@@ -54,7 +54,10 @@ const LIBRARY_NAMES: Record<LimiterLibrary, Record<StoreKind, string>> = {
   sluice: { redis: 'sluice redisStore', memory: 'sluice memoryStore' },
   'express-rate-limit': { redis: 'express-rate-limit + rate-limit-redis', memory: 'express-rate-limit MemoryStore' },
   '@fastify/rate-limit': { redis: '@fastify/rate-limit + Redis', memory: '@fastify/rate-limit LocalStore' },
-  'rate-limiter-flexible': { redis: 'rate-limiter-flexible RateLimiterRedis', memory: 'rate-limiter-flexible RateLimiterMemory' },
+  'rate-limiter-flexible': {
+    redis: 'rate-limiter-flexible RateLimiterRedis',
+    memory: 'rate-limiter-flexible RateLimiterMemory',
+  },
 };
 
 /** e.g. 'sluice redisStore', 'sluice redisStore, autopipelining', 'express-rate-limit + rate-limit-redis', 'no limiter'. */

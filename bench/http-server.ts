@@ -26,7 +26,11 @@ async function redisOf(config: ServerConfig): Promise<Redis | undefined> {
 
 async function sluiceLimiter(redis: Redis | undefined): Promise<Limiter> {
   const { createLimiter, fixedWindow, memoryStore, redisStore } = await import('../dist/esm/index.js');
-  return createLimiter({ store: redis ? redisStore(redis) : memoryStore(), policy: fixedWindow({ limit, window: windowMs }), prefix: 'bench-http' });
+  return createLimiter({
+    store: redis ? redisStore(redis) : memoryStore(),
+    policy: fixedWindow({ limit, window: windowMs }),
+    prefix: 'bench-http',
+  });
 }
 
 interface FlexibleOutcome {
@@ -41,7 +45,9 @@ interface FlexibleOutcome {
 async function flexibleMiddleware(redis: Redis | undefined): Promise<(key: string) => Promise<FlexibleOutcome>> {
   const { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } = await import('rate-limiter-flexible');
   const options = { points: limit, duration: windowSeconds, keyPrefix: 'bench-http-rlf' };
-  const limiter: RateLimiterAbstract = redis ? new RateLimiterRedis({ ...options, storeClient: redis }) : new RateLimiterMemory(options);
+  const limiter: RateLimiterAbstract = redis
+    ? new RateLimiterRedis({ ...options, storeClient: redis })
+    : new RateLimiterMemory(options);
   const outcome = (status: 200 | 429, res: RateLimiterRes): FlexibleOutcome => ({
     status,
     headers: {
@@ -65,7 +71,9 @@ async function flexibleMiddleware(redis: Redis | undefined): Promise<(key: strin
 function forwardedClient(req: IncomingMessage): string {
   const header = req.headers['x-forwarded-for'];
   const hops = typeof header === 'string' ? header.split(',') : [];
-  return hops.length >= TRUSTED_PROXY_HOPS ? (hops[hops.length - TRUSTED_PROXY_HOPS] as string).trim() : (req.socket.remoteAddress ?? '');
+  return hops.length >= TRUSTED_PROXY_HOPS
+    ? (hops[hops.length - TRUSTED_PROXY_HOPS] as string).trim()
+    : (req.socket.remoteAddress ?? '');
 }
 
 async function expressLimiter(config: ServerConfig, redis: Redis | undefined): Promise<RequestHandler | undefined> {
@@ -79,7 +87,12 @@ async function expressLimiter(config: ServerConfig, redis: Redis | undefined): P
     case 'express-rate-limit': {
       const { rateLimit } = await import('express-rate-limit');
       const { RedisStore } = await import('rate-limit-redis');
-      const store = redis ? new RedisStore({ sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never, prefix: 'bench-http-erl:' }) : undefined;
+      const store = redis
+        ? new RedisStore({
+            sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never,
+            prefix: 'bench-http-erl:',
+          })
+        : undefined;
       return rateLimit({ windowMs, limit, store });
     }
     case 'rate-limiter-flexible': {
@@ -143,7 +156,10 @@ async function fastifyServer(config: ServerConfig, redis: Redis | undefined): Pr
   return app;
 }
 
-async function nodeHandler(config: ServerConfig, redis: Redis | undefined): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
+async function nodeHandler(
+  config: ServerConfig,
+  redis: Redis | undefined,
+): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
   switch (config.limiter) {
     case undefined:
       return (_req, res) => res.end('ok');
@@ -181,7 +197,9 @@ async function serve(config: ServerConfig): Promise<number> {
     await app.listen({ host: '127.0.0.1', port: 0 });
     return (app.server.address() as AddressInfo).port;
   }
-  const server = createServer(config.framework === 'express' ? await expressApp(config, redis) : await nodeHandler(config, redis));
+  const server = createServer(
+    config.framework === 'express' ? await expressApp(config, redis) : await nodeHandler(config, redis),
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as AddressInfo).port;
 }

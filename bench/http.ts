@@ -11,7 +11,16 @@ import { pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/cli/redis-server.js';
-import { FRAMEWORKS, limiterName, peersOf, serverName, serversOf, type Framework, type ServerConfig, type StoreKind } from './http-contenders.js';
+import {
+  FRAMEWORKS,
+  limiterName,
+  peersOf,
+  serverName,
+  serversOf,
+  type Framework,
+  type ServerConfig,
+  type StoreKind,
+} from './http-contenders.js';
 import { median } from './measure.js';
 import type { Target } from './run.js';
 
@@ -62,7 +71,10 @@ const CLIENTS = 10_000;
 const CONNECTIONS = 100;
 
 /** 10,000 addresses in 198.18.0.0/15, the range set aside for benchmarks (RFC 2544). */
-export const CLIENT_ADDRESSES: readonly string[] = Array.from({ length: CLIENTS }, (_, i) => `198.18.${i >> 8}.${i & 255}`);
+export const CLIENT_ADDRESSES: readonly string[] = Array.from(
+  { length: CLIENTS },
+  (_, i) => `198.18.${i >> 8}.${i & 255}`,
+);
 
 interface RunningServer {
   readonly config: ServerConfig;
@@ -72,7 +84,10 @@ interface RunningServer {
 
 /** Starts one server process and resolves once it listens. */
 function startServer(config: ServerConfig): Promise<RunningServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER_SCRIPT, JSON.stringify(config)], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', SERVER_SCRIPT, JSON.stringify(config)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`${serverName(config)} did not start within 120 s`)), 120_000);
     function fail(error: Error) {
@@ -104,7 +119,11 @@ async function stopServer({ child }: RunningServer): Promise<void> {
 type Load = { readonly seconds: number } | { readonly amount: number };
 
 /** One autocannon run; every request from the next client address. Throws unless every response was a 2xx. */
-async function hammer(server: RunningServer, connections: number, load: Load): Promise<Omit<HttpSample, 'ceilingRatio' | 'keysInRedis'>> {
+async function hammer(
+  server: RunningServer,
+  connections: number,
+  load: Load,
+): Promise<Omit<HttpSample, 'ceilingRatio' | 'keysInRedis'>> {
   let next = 0;
   const result = await autocannon({
     url: `http://127.0.0.1:${server.port}/`,
@@ -122,14 +141,22 @@ async function hammer(server: RunningServer, connections: number, load: Load): P
     ],
   });
   if (result.errors > 0 || result.timeouts > 0 || result.non2xx > 0 || result.requests.total === 0) {
-    throw new Error(`${serverName(server.config)}: ${result.requests.total} responses, ${result.non2xx} not 2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
+    throw new Error(
+      `${serverName(server.config)}: ${result.requests.total} responses, ${result.non2xx} not 2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+    );
   }
-  return { requestsPerSecond: result.requests.total / Math.max(result.duration, 0.01), p50Ms: result.latency.p50, p99Ms: result.latency.p99 };
+  return {
+    requestsPerSecond: result.requests.total / Math.max(result.duration, 0.01),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+  };
 }
 
 /** The names of the rate-limit fields in a server's answer to one request (from an address the rounds never send). */
 async function rateLimitHeaders(server: RunningServer): Promise<string[]> {
-  const response = await fetch(`http://127.0.0.1:${server.port}/`, { headers: { 'x-forwarded-for': '198.18.255.255' } });
+  const response = await fetch(`http://127.0.0.1:${server.port}/`, {
+    headers: { 'x-forwarded-for': '198.18.255.255' },
+  });
   await response.arrayBuffer();
   if (!response.ok) throw new Error(`${serverName(server.config)} answered ${response.status}`);
   return [...response.headers.keys()].filter((name) => /^(x-)?ratelimit/.test(name)).sort();
@@ -154,7 +181,9 @@ export async function runHttpBenchmarks(options: HttpOptions = {}): Promise<Http
   const redis = new Redis(redisServer.url);
   const running: RunningServer[] = [];
   try {
-    const configs = FRAMEWORKS.flatMap(serversOf).map((config) => (config.store === 'redis' ? { ...config, redisUrl: redisServer.url } : config));
+    const configs = FRAMEWORKS.flatMap(serversOf).map((config) =>
+      config.store === 'redis' ? { ...config, redisUrl: redisServer.url } : config,
+    );
     progress(`starting ${configs.length} HTTP servers`);
     const started = await Promise.allSettled(configs.map(startServer));
     for (const outcome of started) if (outcome.status === 'fulfilled') running.push(outcome.value);
@@ -166,7 +195,10 @@ export async function runHttpBenchmarks(options: HttpOptions = {}): Promise<Http
     let step = 0;
     for (let round = 0; round < rounds; round++) {
       for (const framework of FRAMEWORKS) {
-        for (const server of rotated(running.filter((s) => s.config.framework === framework), round)) {
+        for (const server of rotated(
+          running.filter((s) => s.config.framework === framework),
+          round,
+        )) {
           progress(`[${++step}/${rounds * running.length}] HTTP round ${round + 1}: ${serverName(server.config)}`);
           // Each server meets an empty Redis (FLUSHALL keeps the scripts), is warmed up (JIT, connections, keys), then measured.
           await redis.flushall();
@@ -178,16 +210,24 @@ export async function runHttpBenchmarks(options: HttpOptions = {}): Promise<Http
       }
     }
     const servers = running.map((server): HttpServerResult => {
-      const ceiling = running.find((s) => s.config.framework === server.config.framework && s.config.limiter === undefined) as RunningServer;
+      const ceiling = running.find(
+        (s) => s.config.framework === server.config.framework && s.config.limiter === undefined,
+      ) as RunningServer;
       const theirs = samples.get(ceiling) ?? [];
       return {
         config: server.config,
         name: serverName(server.config),
         rateLimitHeaders: headers.get(server) ?? [],
-        samples: (samples.get(server) ?? []).map((sample, round) => ({ ...sample, ceilingRatio: sample.requestsPerSecond / (theirs[round]?.requestsPerSecond ?? Number.NaN) })),
+        samples: (samples.get(server) ?? []).map((sample, round) => ({
+          ...sample,
+          ceilingRatio: sample.requestsPerSecond / (theirs[round]?.requestsPerSecond ?? Number.NaN),
+        })),
       };
     });
-    const load = 'amount' in measured ? `${measured.amount} requests after ${'amount' in warmUp ? warmUp.amount : 0} to warm up` : `${measured.seconds} s after a ${'seconds' in warmUp ? warmUp.seconds : 0} s warm-up`;
+    const load =
+      'amount' in measured
+        ? `${measured.amount} requests after ${'amount' in warmUp ? warmUp.amount : 0} to warm up`
+        : `${measured.seconds} s after a ${'seconds' in warmUp ? warmUp.seconds : 0} s warm-up`;
     return { quick, rounds, connections, clients: CLIENTS, load, servers };
   } finally {
     await Promise.all(running.map(stopServer));
@@ -207,8 +247,20 @@ export function pairRatio(a: HttpServerResult, b: HttpServerResult): number {
 }
 
 /** The server of this framework with this limiter on this store (without autopipelining unless asked). */
-export function findServer(report: HttpReport, framework: Framework, limiter: ServerConfig['limiter'], store?: StoreKind, autoPipelining = false): HttpServerResult | undefined {
-  return report.servers.find((s) => s.config.framework === framework && s.config.limiter === limiter && s.config.store === store && (s.config.autoPipelining ?? false) === autoPipelining);
+export function findServer(
+  report: HttpReport,
+  framework: Framework,
+  limiter: ServerConfig['limiter'],
+  store?: StoreKind,
+  autoPipelining = false,
+): HttpServerResult | undefined {
+  return report.servers.find(
+    (s) =>
+      s.config.framework === framework &&
+      s.config.limiter === limiter &&
+      s.config.store === store &&
+      (s.config.autoPipelining ?? false) === autoPipelining,
+  );
 }
 
 const STORE_NAMES: Record<StoreKind, string> = { redis: 'Redis', memory: 'memory' };
@@ -239,11 +291,19 @@ async function main(argv: readonly string[]): Promise<void> {
     seconds: numberAfter('--seconds'),
     onProgress: (line) => process.stderr.write(`${line}\n`),
   });
-  console.log(`${report.connections} connections, ${report.clients} client addresses, ${report.load}, median of ${report.rounds} round(s):`);
+  console.log(
+    `${report.connections} connections, ${report.clients} client addresses, ${report.load}, median of ${report.rounds} round(s):`,
+  );
   for (const server of report.servers) {
     const at = (pick: (s: HttpSample) => number) => median(server.samples.map(pick));
     console.log(
-      `  ${server.name.padEnd(62)} ${ceilingRatio(server).toFixed(2)}x ceiling  ${Math.round(at((s) => s.requestsPerSecond)).toLocaleString('en-US').padStart(7)} req/s  p50 ${at((s) => s.p50Ms)} ms  p99 ${at((s) => s.p99Ms)} ms${server.config.store === 'redis' ? `  ${at((s) => s.keysInRedis ?? 0)} keys in Redis` : ''}`,
+      `  ${server.name.padEnd(62)} ${ceilingRatio(server).toFixed(2)}x ceiling  ${Math.round(
+        at((s) => s.requestsPerSecond),
+      )
+        .toLocaleString('en-US')
+        .padStart(
+          7,
+        )} req/s  p50 ${at((s) => s.p50Ms)} ms  p99 ${at((s) => s.p99Ms)} ms${server.config.store === 'redis' ? `  ${at((s) => s.keysInRedis ?? 0)} keys in Redis` : ''}`,
     );
   }
   for (const framework of FRAMEWORKS) {
@@ -252,7 +312,8 @@ async function main(argv: readonly string[]): Promise<void> {
     if (on && off) console.log(`${framework}: sluice with autopipelining / without: ${pairRatio(on, off).toFixed(2)}x`);
   }
   console.log('\nTargets:');
-  for (const target of httpTargets(report)) console.log(`  ${target.met ? 'met   ' : 'MISSED'} ${target.description}: ${target.measured}`);
+  for (const target of httpTargets(report))
+    console.log(`  ${target.met ? 'met   ' : 'MISSED'} ${target.description}: ${target.measured}`);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

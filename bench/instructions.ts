@@ -25,7 +25,12 @@ const AT_ONCE = 256;
 
 async function connect(port: number): Promise<Redis> {
   for (let attempt = 0; attempt < 150; attempt++) {
-    const redis = new Redis(port, { lazyConnect: true, enableAutoPipelining: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const redis = new Redis(port, {
+      lazyConnect: true,
+      enableAutoPipelining: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     // Refused while valgrind starts the server: expected, retried here.
     redis.on('error', () => undefined);
     try {
@@ -50,7 +55,24 @@ async function run(decide: Contender['decide'], keys: readonly string[], single:
 export async function instructionsPerDecision(pick: (redis: Redis) => Contender, single: boolean): Promise<number> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'sluice-callgrind-'));
-  const server = spawn('valgrind', ['--tool=callgrind', '--toggle-collect=call', `--callgrind-out-file=${dir}/out.%p`, 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const server = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--toggle-collect=call',
+      `--callgrind-out-file=${dir}/out.%p`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ],
+    { stdio: 'ignore' },
+  );
   const exited = new Promise((resolve) => server.once('exit', resolve));
   try {
     const redis = await connect(port);
@@ -61,7 +83,9 @@ export async function instructionsPerDecision(pick: (redis: Redis) => Contender,
     await run(contender.decide, keys, single);
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
     redis.disconnect();
-    const dumps = readdirSync(dir).filter((name) => /\.\d+$/.test(name)).sort();
+    const dumps = readdirSync(dir)
+      .filter((name) => /\.\d+$/.test(name))
+      .sort();
     const last = readFileSync(join(dir, dumps.at(-1) ?? 'missing'), 'utf8');
     const total = Number(/^summary: (\d+)/m.exec(last)?.[1] ?? /^totals: (\d+)/m.exec(last)?.[1]);
     return total / DECISIONS;
@@ -79,7 +103,9 @@ async function main(argv: readonly string[]): Promise<void> {
   for (const [i, name] of names.entries()) {
     if (filters.length > 0 && !filters.some((filter) => name.includes(filter))) continue;
     const perDecision = await instructionsPerDecision((redis) => redisContenders(redis)[i] as Contender, single);
-    console.log(`${name.padEnd(42)} ${Math.round(perDecision).toLocaleString('en-US').padStart(9)} instructions per decision${single ? ' (one at a time)' : ` (${AT_ONCE} at once)`}`);
+    console.log(
+      `${name.padEnd(42)} ${Math.round(perDecision).toLocaleString('en-US').padStart(9)} instructions per decision${single ? ' (one at a time)' : ` (${AT_ONCE} at once)`}`,
+    );
   }
 }
 

@@ -19,7 +19,11 @@ const SIZE = 100;
 export async function limitManyRuns(redis: Redis, runs: number, runMs: number): Promise<ManyResult> {
   const [fixedWindow] = sluicePolicies;
   if (fixedWindow === undefined) throw new Error('no sluice policy to measure');
-  const limiter = createLimiter({ store: redisStore(redis), policy: fixedWindow.policy(THROUGHPUT), prefix: 'bench-many' });
+  const limiter = createLimiter({
+    store: redisStore(redis),
+    policy: fixedWindow.policy(THROUGHPUT),
+    prefix: 'bench-many',
+  });
   const keys = keysFor(10_000);
   let next = 0;
   const nextBatch = (): string[] => Array.from({ length: SIZE }, () => keys[next++ % keys.length] as string);

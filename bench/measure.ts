@@ -29,7 +29,12 @@ function percentile(sorted: Float64Array, fraction: number): number {
  * Closed loop: `inFlight` workers each await one decision, then start the next, until `durationMs`
  * has passed. Keys are taken in turn from `keys`, so every key sees the same load.
  */
-export async function measure(decide: Decide, keys: readonly string[], inFlight: number, durationMs: number): Promise<Sample> {
+export async function measure(
+  decide: Decide,
+  keys: readonly string[],
+  inFlight: number,
+  durationMs: number,
+): Promise<Sample> {
   let next = 0;
   let done = 0;
   const start = performance.now();

@@ -15,11 +15,14 @@ const flexible = new RateLimiterMemory({ points: 1e9, duration: 86_400 });
 const sluice = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1e9, window: '1d' }) });
 
 const contenders: [string, (key: string) => Promise<unknown>][] = [
-  ['floor: clock, Map lookup, count, promise', (key) => {
-    const state = states.get(key) as { count: number };
-    state.count += Date.now() & 1;
-    return Promise.resolve(state);
-  }],
+  [
+    'floor: clock, Map lookup, count, promise',
+    (key) => {
+      const state = states.get(key) as { count: number };
+      state.count += Date.now() & 1;
+      return Promise.resolve(state);
+    },
+  ],
   ['rate-limiter-flexible RateLimiterMemory', (key) => flexible.consume(key)],
   ['sluice memoryStore fixedWindow', (key) => sluice.limit(key)],
 ];
@@ -30,5 +33,7 @@ for (let round = 0; round < 5; round++) {
 const flexibleRate = median(rates.get(contenders[1]?.[0] ?? '') ?? []);
 for (const [name, list] of rates) {
   const rate = median(list);
-  console.log(`${name.padEnd(42)} ${Math.round(rate).toLocaleString('en-US').padStart(10)} /s  ${(rate / flexibleRate).toFixed(2)}x RateLimiterMemory`);
+  console.log(
+    `${name.padEnd(42)} ${Math.round(rate).toLocaleString('en-US').padStart(10)} /s  ${(rate / flexibleRate).toFixed(2)}x RateLimiterMemory`,
+  );
 }

@@ -17,7 +17,9 @@ if (counts.length === 0 || counts.some((n) => !Number.isInteger(n) || n < 1)) {
 }
 const picks: ((redis: Redis) => Contender)[] = [
   plainCounter,
-  ...['sluice fixedWindow', 'sluice gcra'].map((name) => (redis: Redis) => redisContenders(redis, TYPICAL).find((c) => c.name === name) as Contender),
+  ...['sluice fixedWindow', 'sluice gcra'].map(
+    (name) => (redis: Redis) => redisContenders(redis, TYPICAL).find((c) => c.name === name) as Contender,
+  ),
 ];
 for (const clients of counts) {
   const totals: number[] = [];
@@ -25,15 +27,22 @@ for (const clients of counts) {
     const server = await startRedisServer();
     let name = '';
     try {
-      const { perClient } = await bytesPerClient(server.url, 0, (redis) => {
-        const contender = pick(redis);
-        name = contender.name;
-        return contender;
-      }, clients);
+      const { perClient } = await bytesPerClient(
+        server.url,
+        0,
+        (redis) => {
+          const contender = pick(redis);
+          name = contender.name;
+          return contender;
+        },
+        clients,
+      );
       const total = Math.round(perClient * clients);
       totals.push(total);
       const overCounter = total - (totals[0] ?? total);
-      console.log(`${String(clients).padStart(7)} clients  ${name.padEnd(24)} ${perClient.toFixed(3)} B/client  ${total} B in all  ${overCounter >= 0 ? '+' : ''}${overCounter} B vs the counter`);
+      console.log(
+        `${String(clients).padStart(7)} clients  ${name.padEnd(24)} ${perClient.toFixed(3)} B/client  ${total} B in all  ${overCounter >= 0 ? '+' : ''}${overCounter} B vs the counter`,
+      );
     } finally {
       await server.stop();
     }

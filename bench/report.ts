@@ -32,7 +32,11 @@ const MAIN: Scenario = { inFlight: 256, keys: 10_000 };
 
 /** A horizontal bar per contender: median decisions/s at 256 in flight over 10,000 keys. */
 export function renderChart(report: BenchReport): string {
-  const rows = report.redis.map((r) => ({ name: r.name, library: r.library, value: median(perSecond(report, r.name, MAIN)) }));
+  const rows = report.redis.map((r) => ({
+    name: r.name,
+    library: r.library,
+    value: median(perSecond(report, r.name, MAIN)),
+  }));
   const max = Math.max(1, ...rows.map((r) => r.value));
   const labelWidth = 300;
   const barWidth = 360;
@@ -59,7 +63,11 @@ export function renderChart(report: BenchReport): string {
 }
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  return [`| ${header.join(' | ')} |`, `|${header.map((_, i) => (i === 0 ? ' --- ' : ' ---: ')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${header.map((_, i) => (i === 0 ? ' --- ' : ' ---: ')).join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
 }
 
 function describeScenario(s: Scenario): string {
@@ -87,7 +95,10 @@ export function renderHttp(http: HttpReport, cpus: string): string {
       });
     const on = findServer(http, framework, 'sluice', 'redis', true);
     const off = findServer(http, framework, 'sluice', 'redis');
-    const pipelining = on && off ? `\n\nsluice redisStore with \`enableAutoPipelining: true\`: ${pairRatio(on, off).toFixed(2)}x the requests/s of sluice redisStore without it (same rounds).` : '';
+    const pipelining =
+      on && off
+        ? `\n\nsluice redisStore with \`enableAutoPipelining: true\`: ${pairRatio(on, off).toFixed(2)}x the requests/s of sluice redisStore without it (same rounds).`
+        : '';
     return `### ${framework}\n\n${table(['limiter', 'store', 'vs no limiter', 'requests/s', 'p50', 'p99', 'keys in Redis', 'rate-limit fields'], rows)}${pipelining}`;
   });
   return `## HTTP
@@ -130,7 +141,14 @@ function serveSection(report: BenchReport): string {
     `${sample.p99Ms.toFixed(2)} ms`,
     `${(sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond).toFixed(2)}x`,
   ];
-  const rows = table(['path', 'decisions/s', 'p50', 'p99', 'of in-process'], [row('library, in process', serve.inProcess), row('sluice serve, gRPC', serve.grpc), row('sluice serve, POST /json', serve.json)]);
+  const rows = table(
+    ['path', 'decisions/s', 'p50', 'p99', 'of in-process'],
+    [
+      row('library, in process', serve.inProcess),
+      row('sluice serve, gRPC', serve.grpc),
+      row('sluice serve, POST /json', serve.json),
+    ],
+  );
   return `One \`sluice serve\` process (the built command) on the bench's Redis, ${SERVE_IN_FLIGHT} calls in flight over 1,000 keys, each a
 counted decision, beside \`limit()\` in the bench's own process on the same Redis (median of the runs; \`npm run bench:serve\` runs this part alone):
 
@@ -150,7 +168,12 @@ export function renderMarkdown(report: BenchReport): string {
     ]),
   );
   const ratios = table(
-    ['contender', 'vs RateLimiterRedis, 1 in flight', 'vs RateLimiterRedis, 256 in flight', 'vs ioredis INCR, 256 in flight'],
+    [
+      'contender',
+      'vs RateLimiterRedis, 1 in flight',
+      'vs RateLimiterRedis, 256 in flight',
+      'vs ioredis INCR, 256 in flight',
+    ],
     report.redis.map((r) => [
       r.name,
       `${report.ratio(r.name, flexible, { inFlight: 1, keys: 10_000 }).toFixed(2)}x`,
@@ -163,17 +186,29 @@ export function renderMarkdown(report: BenchReport): string {
     report.redis.map((r) => {
       const at = (inFlight: number) => r.samples[scenarioIndex(report, { inFlight, keys: 10_000 })] ?? [];
       const ms = (values: readonly number[]) => `${median(values).toFixed(3)} ms`;
-      return [r.name, ms(at(1).map((s) => s.p50Ms)), ms(at(1).map((s) => s.p99Ms)), ms(at(256).map((s) => s.p50Ms)), ms(at(256).map((s) => s.p99Ms))];
+      return [
+        r.name,
+        ms(at(1).map((s) => s.p50Ms)),
+        ms(at(1).map((s) => s.p99Ms)),
+        ms(at(256).map((s) => s.p50Ms)),
+        ms(at(256).map((s) => s.p99Ms)),
+      ];
     }),
   );
   const memory = table(
     ['contender', 'used_memory per client', 'MEMORY USAGE per key'],
     report.bytesPerClient.map((b) => [b.name, `${b.bytes.toFixed(2)} B`, `${b.memoryUsage.toFixed(1)} B`]),
   );
-  const flexibleMemory = median(report.inProcess.find((m) => m.name === 'rate-limiter-flexible RateLimiterMemory')?.decisionsPerSecond ?? []);
+  const flexibleMemory = median(
+    report.inProcess.find((m) => m.name === 'rate-limiter-flexible RateLimiterMemory')?.decisionsPerSecond ?? [],
+  );
   const inProcess = table(
     ['contender', 'decisions/s', 'vs RateLimiterMemory'],
-    report.inProcess.map((m) => [m.name, `${whole(median(m.decisionsPerSecond))} (±${(spreadPercent(m.decisionsPerSecond) / 2).toFixed(0)}%)`, `${(median(m.decisionsPerSecond) / flexibleMemory).toFixed(2)}x`]),
+    report.inProcess.map((m) => [
+      m.name,
+      `${whole(median(m.decisionsPerSecond))} (±${(spreadPercent(m.decisionsPerSecond) / 2).toFixed(0)}%)`,
+      `${(median(m.decisionsPerSecond) / flexibleMemory).toFixed(2)}x`,
+    ]),
   );
   const f = report.flood;
   const r = report.many;

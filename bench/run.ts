@@ -5,7 +5,14 @@ import { pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../src/cli/redis-server.js';
-import { TYPICAL, inProcessContenders, incrCeiling, plainCounter, redisContenders, type Contender } from './contenders.js';
+import {
+  TYPICAL,
+  inProcessContenders,
+  incrCeiling,
+  plainCounter,
+  redisContenders,
+  type Contender,
+} from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
 import { httpTargets, runHttpBenchmarks, type HttpReport } from './http.js';
 import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
@@ -51,7 +58,13 @@ export interface Target {
 export interface BenchReport {
   readonly command: string;
   readonly date: string;
-  readonly environment: { readonly node: string; readonly redis: string; readonly cpus: string; readonly loadBefore: string; readonly loadAfter: string };
+  readonly environment: {
+    readonly node: string;
+    readonly redis: string;
+    readonly cpus: string;
+    readonly loadBefore: string;
+    readonly loadAfter: string;
+  };
   readonly quick: boolean;
   readonly runs: number;
   readonly runMs: number;
@@ -59,7 +72,12 @@ export interface BenchReport {
   readonly redis: readonly ContenderResult[];
   /** Ratios taken within each run (the contender over the reference, same scenario), then the median. */
   ratio(contender: string, reference: string, scenario: Scenario): number;
-  readonly bytesPerClient: readonly { readonly name: string; readonly bytes: number; readonly memoryUsage: number; readonly clients: number }[];
+  readonly bytesPerClient: readonly {
+    readonly name: string;
+    readonly bytes: number;
+    readonly memoryUsage: number;
+    readonly clients: number;
+  }[];
   readonly inProcess: readonly { readonly name: string; readonly decisionsPerSecond: readonly number[] }[];
   readonly many: ManyResult;
   readonly flood: FloodResult;
@@ -98,7 +116,12 @@ async function usedMemory(redis: Redis): Promise<number> {
  * bucket holds a fraction of a token, as it would in use), in an empty database `db` (so each
  * contender pays for growing the key tables alike), before minus after.
  */
-export async function bytesPerClient(url: string, db: number, pick: (redis: Redis) => Contender, clients: number): Promise<{ perClient: number; perKey: number }> {
+export async function bytesPerClient(
+  url: string,
+  db: number,
+  pick: (redis: Redis) => Contender,
+  clients: number,
+): Promise<{ perClient: number; perKey: number }> {
   const redis = new Redis(url, { db, enableAutoPipelining: true });
   try {
     const contender = pick(redis);
@@ -106,7 +129,8 @@ export async function bytesPerClient(url: string, db: number, pick: (redis: Redi
     // batch script too), opens the database and pays what a server allocates once for a command's
     // first use (Redis 7.0's latency histogram of that command: 25 KB, 2.5 B per client of 10,000)
     // before the first reading.
-    for (let pass = 0; pass < 2; pass++) await Promise.all([contender.decide('warm-up:1'), contender.decide('warm-up:2')]);
+    for (let pass = 0; pass < 2; pass++)
+      await Promise.all([contender.decide('warm-up:1'), contender.decide('warm-up:2')]);
     const before = await usedMemory(redis);
     const keys = keysFor(clients);
     for (const pass of [1, 2]) {
@@ -130,7 +154,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
   const runs = options.runs ?? (quick ? 1 : 5);
   const runMs = quick ? 40 : 1000;
   const progress = options.onProgress ?? (() => undefined);
-  const loadBefore = loadavg().map((n) => n.toFixed(2)).join(' ');
+  const loadBefore = loadavg()
+    .map((n) => n.toFixed(2))
+    .join(' ');
   let server: RedisServer | undefined;
   if (options.redisUrl === undefined) server = await startRedisServer();
   const url = options.redisUrl ?? (server as RedisServer).url;
@@ -151,7 +177,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
         for (let turn = 0; turn < contenders.length; turn++) {
           const c = (turn + run) % contenders.length;
           const contender = contenders[c] as Contender;
-          progress(`[${++step}/${total}] run ${run + 1}: ${contender.name}, ${scenario.inFlight} in flight, ${scenario.keys} key(s)`);
+          progress(
+            `[${++step}/${total}] run ${run + 1}: ${contender.name}, ${scenario.inFlight} in flight, ${scenario.keys} key(s)`,
+          );
           samples[c]?.[s]?.push(await measure(contender.decide, keys, scenario.inFlight, runMs));
         }
       }
@@ -207,7 +235,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       const of = (name: string) => redisResults.find((r) => r.name === name)?.samples[s] ?? [];
       const ours = of(contender);
       const theirs = of(reference);
-      return median(ours.map((sample, run) => sample.decisionsPerSecond / (theirs[run]?.decisionsPerSecond ?? Number.NaN)));
+      return median(
+        ours.map((sample, run) => sample.decisionsPerSecond / (theirs[run]?.decisionsPerSecond ?? Number.NaN)),
+      );
     };
     const report: BenchReport = {
       command: BENCH_COMMAND,
@@ -217,7 +247,9 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
         redis: redisVersion,
         cpus: `${cpus().length} x ${cpus()[0]?.model.trim() ?? 'unknown'}`,
         loadBefore,
-        loadAfter: loadavg().map((n) => n.toFixed(2)).join(' '),
+        loadAfter: loadavg()
+          .map((n) => n.toFixed(2))
+          .join(' '),
       },
       quick,
       runs,
@@ -260,21 +292,39 @@ function targets(report: BenchReport): Target[] {
   const sluice = report.redis.filter((r) => r.library === 'sluice').map((r) => r.name);
   const list: Target[] = [];
   // The issue's speed targets; an algorithm not listed is held to the strictest.
-  const speedup: Record<string, number> = { 'sluice fixedWindow': 2, 'sluice gcra': 2, 'sluice tokenBucket': 1.5, 'sluice slidingLog': 1.5, 'sluice slidingWindow': 1.5 };
+  const speedup: Record<string, number> = {
+    'sluice fixedWindow': 2,
+    'sluice gcra': 2,
+    'sluice tokenBucket': 1.5,
+    'sluice slidingLog': 1.5,
+    'sluice slidingWindow': 1.5,
+  };
   for (const name of sluice) {
     const wanted = speedup[name] ?? 2;
     const r = report.ratio(name, FLEXIBLE_REDIS, MAIN);
-    list.push({ description: `${name}: >= ${wanted}x RateLimiterRedis, 256 in flight, 10,000 keys`, measured: times(r), met: r >= wanted });
+    list.push({
+      description: `${name}: >= ${wanted}x RateLimiterRedis, 256 in flight, 10,000 keys`,
+      measured: times(r),
+      met: r >= wanted,
+    });
   }
   const fastest = sluice.map((name) => ({ name, r: report.ratio(name, INCR, MAIN) })).sort((a, b) => b.r - a.r)[0];
   if (fastest) {
-    list.push({ description: 'fastest sluice algorithm: >= 0.7x ioredis auto-pipelined INCR, 256 in flight, 10,000 keys', measured: `${fastest.name} ${times(fastest.r)}`, met: fastest.r >= 0.7 });
+    list.push({
+      description: 'fastest sluice algorithm: >= 0.7x ioredis auto-pipelined INCR, 256 in flight, 10,000 keys',
+      measured: `${fastest.name} ${times(fastest.r)}`,
+      met: fastest.r >= 0.7,
+    });
   }
   const single: Scenario = { inFlight: 1, keys: 10_000 };
   const theirP50 = medianOf(FLEXIBLE_REDIS, single).p50;
   for (const name of sluice) {
     const ours = medianOf(name, single).p50;
-    list.push({ description: `${name}: p50 at 1 in flight <= RateLimiterRedis's`, measured: `${ours.toFixed(3)} ms vs ${theirP50.toFixed(3)} ms`, met: ours <= theirP50 });
+    list.push({
+      description: `${name}: p50 at 1 in flight <= RateLimiterRedis's`,
+      measured: `${ours.toFixed(3)} ms vs ${theirP50.toFixed(3)} ms`,
+      met: ours <= theirP50,
+    });
   }
   const bytes = (name: string) => report.bytesPerClient.find((b) => b.name === name)?.bytes ?? Number.NaN;
   const counter = bytes('plain counter with TTL');
@@ -286,9 +336,14 @@ function targets(report: BenchReport): Target[] {
   for (const [name, most, what] of memoryTargets) {
     const measured = bytes(name);
     const missing = report.bytesPerClient.every((b) => b.name !== name);
-    list.push({ description: `${name}: used_memory per client <= ${what}`, measured: missing ? 'not measured: not on this branch' : `${measured.toFixed(2)} B`, met: measured <= most });
+    list.push({
+      description: `${name}: used_memory per client <= ${what}`,
+      measured: missing ? 'not measured: not on this branch' : `${measured.toFixed(2)} B`,
+      met: measured <= most,
+    });
   }
-  const memoryMedian = (name: string) => median(report.inProcess.find((m) => m.name === name)?.decisionsPerSecond ?? []);
+  const memoryMedian = (name: string) =>
+    median(report.inProcess.find((m) => m.name === name)?.decisionsPerSecond ?? []);
   for (const entry of report.inProcess.filter((m) => m.name !== FLEXIBLE_MEMORY)) {
     const r = memoryMedian(entry.name) / memoryMedian(FLEXIBLE_MEMORY);
     list.push({ description: `${entry.name}: >= 3x RateLimiterMemory`, measured: times(r), met: r >= 3 });
@@ -301,13 +356,24 @@ function targets(report: BenchReport): Target[] {
   });
   // The service's target: one instance reaches at least half the library's decisions/s on the same Redis.
   const { serve } = report;
-  for (const [transport, sample] of [['gRPC', serve.grpc], ['/json', serve.json]] as const) {
+  for (const [transport, sample] of [
+    ['gRPC', serve.grpc],
+    ['/json', serve.json],
+  ] as const) {
     const r = sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond;
-    list.push({ description: `sluice serve, one instance, ${transport}, ${SERVE_IN_FLIGHT} in flight: >= 0.5x the library in process`, measured: times(r), met: r >= 0.5 });
+    list.push({
+      description: `sluice serve, one instance, ${transport}, ${SERVE_IN_FLIGHT} in flight: >= 0.5x the library in process`,
+      measured: times(r),
+      met: r >= 0.5,
+    });
   }
   list.push(...httpTargets(report.http));
   if (!sluice.includes('sluice gcra')) {
-    list.push({ description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys', measured: 'not measured: not on this branch', met: false });
+    list.push({
+      description: 'sluice gcra: >= 2x RateLimiterRedis, 256 in flight, 10,000 keys',
+      measured: 'not measured: not on this branch',
+      met: false,
+    });
   }
   return list;
 }
@@ -327,10 +393,13 @@ async function main(argv: readonly string[]): Promise<void> {
   for (const result of report.redis) {
     const s = report.scenarios.findIndex((scenario) => sameScenario(scenario, MAIN));
     const perSecond = median((result.samples[s] ?? []).map((x) => x.decisionsPerSecond));
-    console.log(`  ${result.name.padEnd(42)} ${Math.round(perSecond).toLocaleString('en-US').padStart(9)}/s  ${times(report.ratio(result.name, FLEXIBLE_REDIS, MAIN)).padStart(6)} RateLimiterRedis  ${times(report.ratio(result.name, INCR, MAIN)).padStart(6)} INCR`);
+    console.log(
+      `  ${result.name.padEnd(42)} ${Math.round(perSecond).toLocaleString('en-US').padStart(9)}/s  ${times(report.ratio(result.name, FLEXIBLE_REDIS, MAIN)).padStart(6)} RateLimiterRedis  ${times(report.ratio(result.name, INCR, MAIN)).padStart(6)} INCR`,
+    );
   }
   console.log('\nTargets:');
-  for (const target of report.targets) console.log(`  ${target.met ? 'met   ' : 'MISSED'} ${target.description}: ${target.measured}`);
+  for (const target of report.targets)
+    console.log(`  ${target.met ? 'met   ' : 'MISSED'} ${target.description}: ${target.measured}`);
   console.log(`\nWritten to docs/benchmarks.md and docs/benchmarks.svg. Reproduce: ${report.command}`);
 }
 

@@ -26,16 +26,47 @@ const LIMIT = 1_000_000_000;
 const CONFIG = `domain: bench\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${LIMIT} }\n`;
 
 function best(samples: readonly Sample[]): Sample {
-  return { decisionsPerSecond: median(samples.map((s) => s.decisionsPerSecond)), p50Ms: median(samples.map((s) => s.p50Ms)), p99Ms: median(samples.map((s) => s.p99Ms)) };
+  return {
+    decisionsPerSecond: median(samples.map((s) => s.decisionsPerSecond)),
+    p50Ms: median(samples.map((s) => s.p50Ms)),
+    p99Ms: median(samples.map((s) => s.p99Ms)),
+  };
 }
 
 /** `redisUrl`: the Redis to count in (the service uses its own prefix); without it, a private redis-server. */
-export async function benchServe(options: { inFlight: number; keys: number; durationMs: number; runs: number; redisUrl?: string }): Promise<ServeBench> {
+export async function benchServe(options: {
+  inFlight: number;
+  keys: number;
+  durationMs: number;
+  runs: number;
+  redisUrl?: string;
+}): Promise<ServeBench> {
   const own = options.redisUrl === undefined ? await startRedisServer() : undefined;
   const url = options.redisUrl ?? (own as { url: string }).url;
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-serve-'));
   await writeFile(join(dir, 'bench.yaml'), CONFIG);
-  const child = spawn(process.execPath, ['dist/esm/cli/main.js', 'serve', '--config', dir, '--redis', url, '--prefix', 'bench-serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', '--timeout', '10s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      'dist/esm/cli/main.js',
+      'serve',
+      '--config',
+      dir,
+      '--redis',
+      url,
+      '--prefix',
+      'bench-serve',
+      '--grpc-port',
+      '0',
+      '--http-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--timeout',
+      '10s',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   const redis = new Redis(url);
   try {
     const ports = await new Promise<{ grpc: number; http: number }>((resolve, reject) => {
@@ -49,20 +80,34 @@ export async function benchServe(options: { inFlight: number; keys: number; dura
     });
     const grpcJs = await import('@grpc/grpc-js');
     const Client = rateLimitService();
-    const client = new Client(`127.0.0.1:${ports.grpc}`, grpcJs.credentials.createInsecure()) as unknown as { ShouldRateLimit(request: object, callback: (error: Error | null) => void): void; close(): void };
+    const client = new Client(`127.0.0.1:${ports.grpc}`, grpcJs.credentials.createInsecure()) as unknown as {
+      ShouldRateLimit(request: object, callback: (error: Error | null) => void): void;
+      close(): void;
+    };
     const body = (key: string) => ({ domain: 'bench', descriptors: [{ entries: [{ key: 'k', value: key }] }] });
-    const viaGrpc: Decide = (key) => new Promise<void>((resolve, reject) => client.ShouldRateLimit(body(key), (error) => (error ? reject(error) : resolve())));
+    const viaGrpc: Decide = (key) =>
+      new Promise<void>((resolve, reject) =>
+        client.ShouldRateLimit(body(key), (error) => (error ? reject(error) : resolve())),
+      );
     const viaJson: Decide = async (key) => {
-      const res = await fetch(`http://127.0.0.1:${ports.http}/json`, { method: 'POST', body: JSON.stringify(body(key)) });
+      const res = await fetch(`http://127.0.0.1:${ports.http}/json`, {
+        method: 'POST',
+        body: JSON.stringify(body(key)),
+      });
       if (res.status !== 200) throw new Error(`POST /json answered ${res.status}`);
       await res.arrayBuffer();
     };
-    const limiter = createLimiter({ store: redisStore(redis), policy: fixedWindow({ limit: LIMIT, window: '1h' }), prefix: 'bench-inprocess' });
+    const limiter = createLimiter({
+      store: redisStore(redis),
+      policy: fixedWindow({ limit: LIMIT, window: '1h' }),
+      prefix: 'bench-inprocess',
+    });
     const inProcess: Decide = (key) => limiter.limit(key);
     const keys = keysFor(options.keys);
     const samples: Record<keyof ServeBench, Sample[]> = { inProcess: [], grpc: [], json: [] };
     // A short warm-up of each path (connections, script cache, JIT), then alternating timed runs.
-    for (const decide of [inProcess, viaGrpc, viaJson]) await measure(decide, keys, options.inFlight, Math.min(500, options.durationMs));
+    for (const decide of [inProcess, viaGrpc, viaJson])
+      await measure(decide, keys, options.inFlight, Math.min(500, options.durationMs));
     for (let run = 0; run < options.runs; run++) {
       samples.inProcess.push(await measure(inProcess, keys, options.inFlight, options.durationMs));
       samples.grpc.push(await measure(viaGrpc, keys, options.inFlight, options.durationMs));
@@ -81,7 +126,12 @@ export async function benchServe(options: { inFlight: number; keys: number; dura
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const quick = process.argv.includes('--quick');
-  const result = await benchServe({ inFlight: SERVE_IN_FLIGHT, keys: 1000, durationMs: quick ? 300 : 3000, runs: quick ? 1 : 5 });
+  const result = await benchServe({
+    inFlight: SERVE_IN_FLIGHT,
+    keys: 1000,
+    durationMs: quick ? 300 : 3000,
+    runs: quick ? 1 : 5,
+  });
   const line = (name: string, s: Sample) =>
     `${name.padEnd(22)} ${Math.round(s.decisionsPerSecond).toString().padStart(8)}/s  p50 ${s.p50Ms.toFixed(2)} ms  p99 ${s.p99Ms.toFixed(2)} ms  ${((100 * s.decisionsPerSecond) / result.inProcess.decisionsPerSecond).toFixed(0)}% of in-process`;
   console.log(line('in-process library', result.inProcess));

@@ -30,18 +30,27 @@ function random(seed: number): () => number {
 async function main(): Promise<void> {
   const [sources = 2_000, minutes = 30, seed = 2017] = process.argv.slice(2, 5).map(Number);
   const profile = process.argv[5] ?? 'mixed';
-  if (profile !== 'mixed' && profile !== 'mostly-under') throw new Error(`profile must be mixed or mostly-under; got ${profile}`);
+  if (profile !== 'mixed' && profile !== 'mostly-under')
+    throw new Error(`profile must be mixed or mostly-under; got ${profile}`);
   const next = random(seed);
   // Requests per minute per source, by profile.
   const rates = Array.from({ length: sources }, () => {
     const kind = next();
     const [low, high] =
-      profile === 'mixed' ? (kind < 0.25 ? [10, 50] : kind < 0.75 ? [70, 130] : [150, 400]) : kind < 0.95 ? [5, 80] : [80, 120];
+      profile === 'mixed'
+        ? kind < 0.25
+          ? [10, 50]
+          : kind < 0.75
+            ? [70, 130]
+            : [150, 400]
+        : kind < 0.95
+          ? [5, 80]
+          : [80, 120];
     return low + (high - low) * next();
   });
   const events: { at: number; source: number }[] = [];
   rates.forEach((perMinute, source) => {
-    for (let at = 0; ; ) {
+    for (let at = 0; ;) {
       at += (-Math.log(1 - next()) * WINDOW_MS) / perMinute;
       if (at >= minutes * WINDOW_MS) break;
       events.push({ at: Math.floor(at), source });
@@ -77,9 +86,13 @@ async function main(): Promise<void> {
     }
   }
   const pct = (n: number) => `${((100 * n) / events.length).toFixed(3)}%`;
-  console.log(`trace (${profile}): ${events.length} requests from ${sources} sources over ${minutes} min, limit ${LIMIT} per ${WINDOW_MS / 1000} s, seed ${seed}`);
+  console.log(
+    `trace (${profile}): ${events.length} requests from ${sources} sources over ${minutes} min, limit ${LIMIT} per ${WINDOW_MS / 1000} s, seed ${seed}`,
+  );
   console.log(`exact sliding log: allowed ${allowed} (${pct(allowed)})`);
-  console.log(`sliding window counter: wrongly allowed ${wronglyAllowed} (${pct(wronglyAllowed)}), wrongly denied ${wronglyDenied} (${pct(wronglyDenied)}), in all ${pct(wronglyAllowed + wronglyDenied)}`);
+  console.log(
+    `sliding window counter: wrongly allowed ${wronglyAllowed} (${pct(wronglyAllowed)}), wrongly denied ${wronglyDenied} (${pct(wronglyDenied)}), in all ${pct(wronglyAllowed + wronglyDenied)}`,
+  );
 }
 
 await main();

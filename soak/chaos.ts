@@ -30,7 +30,8 @@ export function chaos(nodes: readonly ChaosNode[]) {
     throw new Error('no cluster node answers');
   }
 
-  const settled = () => waitFor('the cluster is settled after a fault', () => clusterSettled(servers).catch(() => false));
+  const settled = () =>
+    waitFor('the cluster is settled after a fault', () => clusterSettled(servers).catch(() => false));
 
   /** Runs one fault and returns what it did; `lostSlots` for a fault that may lose writes. */
   async function inject(kind: FaultKind): Promise<FaultRecord> {
@@ -50,7 +51,10 @@ export function chaos(nodes: readonly ChaosNode[]) {
         break;
       case 'failover':
         await onNode(target.port, (redis) => redis.cluster('FAILOVER'));
-        await waitFor('the replica is a master', async () => (await onNode(target.port, (redis) => redis.role()))[0] === 'master');
+        await waitFor(
+          'the replica is a master',
+          async () => (await onNode(target.port, (redis) => redis.role()))[0] === 'master',
+        );
         break;
       case 'partition':
         node.proxy.blackHole();

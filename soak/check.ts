@@ -59,7 +59,9 @@ function fixedWindowExcess(limit: number, windowMs: number, admissions: readonly
     const start = atMs - (atMs % windowMs);
     perWindow.set(start, (perWindow.get(start) ?? 0) + cost);
   }
-  return [...perWindow].filter(([, units]) => units > limit).map(([start, units]) => `${units} units admitted in the window from ${start}`);
+  return [...perWindow]
+    .filter(([, units]) => units > limit)
+    .map(([start, units]) => `${units} units admitted in the window from ${start}`);
 }
 
 /** At most `limit` units admitted in (t - window, t], for every t. */
@@ -70,7 +72,8 @@ function slidingLogExcess(limit: number, windowMs: number, admissions: readonly 
   admissions.forEach(({ atMs, cost }, i) => {
     units += cost;
     for (; (admissions[first]?.atMs ?? Infinity) <= atMs - windowMs; first++) units -= admissions[first]?.cost ?? 0;
-    if (lastAtItsTime(admissions, i) && units > limit) found.push(`${units} units admitted in (${atMs - windowMs}, ${atMs}]`);
+    if (lastAtItsTime(admissions, i) && units > limit)
+      found.push(`${units} units admitted in (${atMs - windowMs}, ${atMs}]`);
   });
   return found;
 }
@@ -90,7 +93,8 @@ function rateExcess(burst: number, intervalMs: number, admissions: readonly Admi
     if (value < best.value) best = { value, atMs, unitsBefore };
     unitsBefore += cost;
     const units = unitsBefore - best.unitsBefore;
-    if (units * intervalMs > burst * intervalMs + (atMs - best.atMs)) found.push(`${units} units admitted in [${best.atMs}, ${atMs}]`);
+    if (units * intervalMs > burst * intervalMs + (atMs - best.atMs))
+      found.push(`${units} units admitted in [${best.atMs}, ${atMs}]`);
   }
   return found;
 }
@@ -115,7 +119,9 @@ function slidingWindowExcess(limit: number, windowMs: number, admissions: readon
     if (!lastAtItsTime(admissions, i)) return;
     const previous = perWindow.get(start - windowMs) ?? 0;
     if (current.units * windowMs + previous * (windowMs - (atMs - start)) > limit * windowMs) {
-      found.push(`${current.units} units admitted at ${atMs} in the window from ${start}, ${previous} in the one before`);
+      found.push(
+        `${current.units} units admitted at ${atMs} in the window from ${start}, ${previous} in the one before`,
+      );
     }
   });
   return found;
@@ -154,7 +160,8 @@ export function healthyRuns(admissions: readonly Admission[], slot: number, loss
   return runs.filter((run) => run.length > 0);
 }
 
-export type ViolationKind = 'over the limit' | 'key without TTL' | 'answered late' | 'call rejected' | 'memory over its bound' | 'worker failed';
+export type ViolationKind =
+  'over the limit' | 'key without TTL' | 'answered late' | 'call rejected' | 'memory over its bound' | 'worker failed';
 
 export interface Summary {
   calls: number;
@@ -213,7 +220,10 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     summary.worstTimerLateMs = Math.max(summary.worstTimerLateMs, call.timerLateMs ?? 0);
     summary.worstAfterTimerMs = Math.max(summary.worstAfterTimerMs, call.afterTimerMs ?? 0);
     if ((call.afterTimerMs ?? 0) > ANSWER_SLACK_MS) {
-      violation('answered late', `${what} took ${tookMs.toFixed(1)} ms, ${call.afterTimerMs?.toFixed(1)} ms after its timeout's timer (itself ${call.timerLateMs?.toFixed(1)} ms late)`);
+      violation(
+        'answered late',
+        `${what} took ${tookMs.toFixed(1)} ms, ${call.afterTimerMs?.toFixed(1)} ms after its timeout's timer (itself ${call.timerLateMs?.toFixed(1)} ms late)`,
+      );
     }
   };
 
@@ -228,7 +238,10 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
       // A release the failure policy answered freed the slot at an unknown time (or never): such
       // a lease is left out, which can only hide an excess, never invent one.
       if (release?.outcome === 'failed') return;
-      heldUntilMs = release?.outcome === 'released' && release.serverMs !== undefined ? Math.min(release.serverMs, expiresMs) : expiresMs;
+      heldUntilMs =
+        release?.outcome === 'released' && release.serverMs !== undefined
+          ? Math.min(release.serverMs, expiresMs)
+          : expiresMs;
     }
     const id = `${record.limiter}\n${record.key}`;
     let list = admissions.get(id);
@@ -253,7 +266,8 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
             summary.denied++;
           } else {
             summary.admitted++;
-            if (record.serverMs === undefined) violation('worker failed', `${what}: admitted by Redis without its time`);
+            if (record.serverMs === undefined)
+              violation('worker failed', `${what}: admitted by Redis without its time`);
             else admit(record, record.serverMs);
           }
           break;
@@ -261,11 +275,16 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
         case 'memory':
           summary.maxWorkerHeapBytes = Math.max(summary.maxWorkerHeapBytes, record.heapUsedBytes);
           summary.maxWorkerRssBytes = Math.max(summary.maxWorkerRssBytes, record.rssBytes);
-          if (record.heapUsedBytes > WORKER_HEAP_BOUND_BYTES) violation('memory over its bound', `worker ${record.worker} heap ${record.heapUsedBytes} B at ${record.atMs}`);
+          if (record.heapUsedBytes > WORKER_HEAP_BOUND_BYTES)
+            violation(
+              'memory over its bound',
+              `worker ${record.worker} heap ${record.heapUsedBytes} B at ${record.atMs}`,
+            );
           break;
         case 'fault':
           summary.faults[record.kind]++;
-          if (record.lostSlots) losses.push({ startMs: record.startMs, endMs: record.endMs + LOSS_MARGIN_MS, slots: record.lostSlots });
+          if (record.lostSlots)
+            losses.push({ startMs: record.startMs, endMs: record.endMs + LOSS_MARGIN_MS, slots: record.lostSlots });
           break;
         case 'node':
           checkNode(record);
@@ -279,7 +298,11 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     summary.mostKeys = Math.max(summary.mostKeys, record.keys);
     summary.maxNodeMemoryBytes = Math.max(summary.maxNodeMemoryBytes, record.usedMemoryBytes);
     for (const key of record.ttlLess) violation('key without TTL', `${key} on node ${record.port} at ${record.atMs}`);
-    if (record.usedMemoryBytes > NODE_MEMORY_BOUND_BYTES) violation('memory over its bound', `node ${record.port} used_memory ${record.usedMemoryBytes} B at ${record.atMs}`);
+    if (record.usedMemoryBytes > NODE_MEMORY_BOUND_BYTES)
+      violation(
+        'memory over its bound',
+        `node ${record.port} used_memory ${record.usedMemoryBytes} B at ${record.atMs}`,
+      );
   }
 
   losses.sort((a, b) => a.startMs - b.startMs);
@@ -293,7 +316,8 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     const checked = runs.reduce((sum, run) => sum + run.length, 0);
     summary.checkedAdmissions += checked;
     summary.admissionsDuringLosses += list.length - checked;
-    for (const run of runs) for (const excess of overLimit(soak.invariant, run)) violation('over the limit', `${name} "${key}": ${excess}`);
+    for (const run of runs)
+      for (const excess of overLimit(soak.invariant, run)) violation('over the limit', `${name} "${key}": ${excess}`);
   }
   return summary;
 }

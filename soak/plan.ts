@@ -29,16 +29,36 @@ const LEASE_MS = 1_000;
 
 /** One limiter per algorithm; every worker builds them alike, under one prefix, on the same keys. */
 export const soakLimiters: readonly SoakLimiter[] = [
-  { name: 'fixedWindow', policy: fixedWindow({ limit: LIMIT, window: WINDOW_MS }), invariant: { kind: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS } },
-  { name: 'slidingLog', policy: slidingLog({ limit: LIMIT, window: WINDOW_MS }), invariant: { kind: 'sliding-log', limit: LIMIT, windowMs: WINDOW_MS } },
+  {
+    name: 'fixedWindow',
+    policy: fixedWindow({ limit: LIMIT, window: WINDOW_MS }),
+    invariant: { kind: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS },
+  },
+  {
+    name: 'slidingLog',
+    policy: slidingLog({ limit: LIMIT, window: WINDOW_MS }),
+    invariant: { kind: 'sliding-log', limit: LIMIT, windowMs: WINDOW_MS },
+  },
   {
     name: 'tokenBucket',
     policy: tokenBucket({ capacity: LIMIT, refillPerSecond: 1_000 / INTERVAL_MS }),
     invariant: { kind: 'rate', burst: LIMIT, intervalMs: INTERVAL_MS },
   },
-  { name: 'gcra', policy: gcra({ limit: LIMIT, period: WINDOW_MS }), invariant: { kind: 'rate', burst: LIMIT, intervalMs: INTERVAL_MS } },
-  { name: 'slidingWindow', policy: slidingWindow({ limit: LIMIT, window: WINDOW_MS }), invariant: { kind: 'sliding-window', limit: LIMIT, windowMs: WINDOW_MS } },
-  { name: 'concurrency', policy: concurrency({ limit: SLOTS, leaseMs: LEASE_MS }), invariant: { kind: 'concurrency', limit: SLOTS, leaseMs: LEASE_MS } },
+  {
+    name: 'gcra',
+    policy: gcra({ limit: LIMIT, period: WINDOW_MS }),
+    invariant: { kind: 'rate', burst: LIMIT, intervalMs: INTERVAL_MS },
+  },
+  {
+    name: 'slidingWindow',
+    policy: slidingWindow({ limit: LIMIT, window: WINDOW_MS }),
+    invariant: { kind: 'sliding-window', limit: LIMIT, windowMs: WINDOW_MS },
+  },
+  {
+    name: 'concurrency',
+    policy: concurrency({ limit: SLOTS, leaseMs: LEASE_MS }),
+    invariant: { kind: 'concurrency', limit: SLOTS, leaseMs: LEASE_MS },
+  },
 ];
 
 /** The client keys every worker hammers: spread over the cluster's slots, shared by every limiter. */

@@ -36,7 +36,9 @@ const PAUSE_MS = 60;
 const SAMPLE_EVERY_MS = 5_000;
 const STOP_WITHIN_MS = 30_000;
 
-const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' }, workers: { type: 'string', default: '4' } } });
+const { values } = parseArgs({
+  options: { minutes: { type: 'string', default: '1' }, workers: { type: 'string', default: '4' } },
+});
 const minutes = Number(values.minutes);
 const workerCount = Number(values.workers);
 if (!(minutes > 0) || !Number.isInteger(workerCount) || workerCount < 2) {
@@ -46,7 +48,9 @@ if (!(minutes > 0) || !Number.isInteger(workerCount) || workerCount < 2) {
 
 /** A worker process, started and connected, waiting for "go". */
 async function startWorker(config: WorkerConfig) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -62,7 +66,9 @@ async function startWorker(config: WorkerConfig) {
       const timer = setTimeout(() => child.kill('SIGKILL'), STOP_WITHIN_MS);
       const [code, signal] = await exited;
       clearTimeout(timer);
-      return code === 0 ? undefined : `worker ${config.index} (${config.client}) exited with ${signal ?? `code ${code}`}`;
+      return code === 0
+        ? undefined
+        : `worker ${config.index} (${config.client}) exited with ${signal ?? `code ${code}`}`;
     },
     kill: () => child.kill('SIGKILL'),
   };
@@ -84,9 +90,13 @@ function* shuffledRounds() {
 // Stopped in reverse order of start, on the way out, on a failure and on Ctrl-C alike.
 const cleanups: (() => Promise<unknown>)[] = [];
 async function cleanUp(): Promise<void> {
-  for (let cleanup = cleanups.pop(); cleanup; cleanup = cleanups.pop()) await cleanup().catch((error: unknown) => console.error(error));
+  for (let cleanup = cleanups.pop(); cleanup; cleanup = cleanups.pop())
+    await cleanup().catch((error: unknown) => console.error(error));
 }
-for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const) {
   process.once(signal, () => void cleanUp().then(() => process.exit(code)));
 }
 
@@ -98,7 +108,9 @@ try {
   log(`${minutes} min, ${workerCount} workers; history in ${dir}`);
   const cluster = await startRedisCluster();
   cleanups.push(() => cluster.stop());
-  const nodes = await Promise.all(cluster.nodes.map(async (server) => ({ server, proxy: await startProxy(server.port) })));
+  const nodes = await Promise.all(
+    cluster.nodes.map(async (server) => ({ server, proxy: await startProxy(server.port) })),
+  );
   cleanups.push(() => Promise.all(nodes.map(({ proxy }) => proxy.stop())));
   const proxyOf = Object.fromEntries(nodes.map(({ server, proxy }) => [server.port, proxy.port]));
 
@@ -137,12 +149,18 @@ try {
     if (Date.now() >= until) break;
     const fault = await inject(kind);
     faults.write(fault);
-    log(`${kind}${fault.port ? ` of node ${fault.port}` : ''}: ${((fault.endMs - fault.startMs) / 1000).toFixed(1)} s until settled`);
+    log(
+      `${kind}${fault.port ? ` of node ${fault.port}` : ''}: ${((fault.endMs - fault.startMs) / 1000).toFixed(1)} s until settled`,
+    );
   }
   await sampling;
 
-  const workerFailures = (await Promise.all(workers.map((worker) => worker.stop()))).filter((failure) => failure !== undefined);
-  log(`workers stopped after ${((Date.now() - startedAt) / 60_000).toFixed(1)} min; scanning every master for keys without a TTL`);
+  const workerFailures = (await Promise.all(workers.map((worker) => worker.stop()))).filter(
+    (failure) => failure !== undefined,
+  );
+  log(
+    `workers stopped after ${((Date.now() - startedAt) / 60_000).toFixed(1)} min; scanning every master for keys without a TTL`,
+  );
   for (const record of await sample(prefix)) samples.write(record);
   await faults.close();
   await samples.close();

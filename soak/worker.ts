@@ -72,7 +72,10 @@ async function connect(): Promise<{ client: RedisClient; close(): Promise<void> 
     rootNodes: config.rootPorts.map((port) => ({ url: `redis://${host}:${port}` })),
     nodeAddressMap: proxied,
     ...(advised && {
-      defaults: { disableOfflineQueue: true, socket: { connectTimeout: 1_000, reconnectStrategy: (retries: number) => Math.min(retries * 100, 2_000) } },
+      defaults: {
+        disableOfflineQueue: true,
+        socket: { connectTimeout: 1_000, reconnectStrategy: (retries: number) => Math.min(retries * 100, 2_000) },
+      },
     }),
   });
   cluster.on('error', expected);
@@ -122,7 +125,8 @@ function timeTelling(store: Store) {
       );
       const endMs = clock();
       clearTimeout(timer);
-      const deadline = firedMs === undefined ? {} : { timerLateMs: firedMs - startMs - TIMEOUT_MS - 1, afterTimerMs: endMs - firedMs };
+      const deadline =
+        firedMs === undefined ? {} : { timerLateMs: firedMs - startMs - TIMEOUT_MS - 1, afterTimerMs: endMs - firedMs };
       return { startMs, endMs, ...deadline, ...outcome, ...(outcome.error === undefined && { serverMs }) };
     },
   };
@@ -132,12 +136,24 @@ const { client, close } = await connect();
 const { store, timed } = timeTelling(redisStore(client));
 const limiters = soakLimiters.map((soak) => ({
   soak,
-  limiter: createLimiter({ store, policy: soak.policy, prefix: config.prefix, timeout: TIMEOUT_MS, onStoreError: config.onStoreError, hooks: { storeError: () => undefined } }),
+  limiter: createLimiter({
+    store,
+    policy: soak.policy,
+    prefix: config.prefix,
+    timeout: TIMEOUT_MS,
+    onStoreError: config.onStoreError,
+    hooks: { storeError: () => undefined },
+  }),
 }));
 const history = historyWriter(config.historyPath);
 
 /** A call's times, as the history keeps them. */
-const times = ({ startMs, endMs, timerLateMs, afterTimerMs }: Timed): Timed => ({ startMs, endMs, timerLateMs, afterTimerMs });
+const times = ({ startMs, endMs, timerLateMs, afterTimerMs }: Timed): Timed => ({
+  startMs,
+  endMs,
+  timerLateMs,
+  afterTimerMs,
+});
 
 /** One call, recorded; a concurrency lease is held a while, then released (or left to expire). */
 async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<void> {
@@ -155,7 +171,13 @@ async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<v
     outcome: decision.allowed ? 'allowed' : 'denied',
     ...(decision.reason === undefined ? { serverMs: made.serverMs } : { reason: decision.reason }),
   };
-  if (!leased || !decision.allowed || decision.reason !== undefined || !('release' in decision) || Math.random() < ABANDONED) {
+  if (
+    !leased ||
+    !decision.allowed ||
+    decision.reason !== undefined ||
+    !('release' in decision) ||
+    Math.random() < ABANDONED
+  ) {
     history.write(record);
     return;
   }
@@ -189,7 +211,10 @@ const stopped = new Promise<void>((resolve) => {
   commands.on('close', resolve);
 });
 process.stdout.write('ready\n');
-await Promise.race([stopped, new Promise<void>((resolve) => commands.on('line', (line) => line === 'go' && resolve()))]);
+await Promise.race([
+  stopped,
+  new Promise<void>((resolve) => commands.on('line', (line) => line === 'go' && resolve())),
+]);
 
 const loops = Array.from({ length: config.loops }, hammer);
 await stopped;

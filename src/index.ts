@@ -1,4 +1,13 @@
-export { createLimiter, type Limiter, type LimiterOptions, type LimitOptions, type WaitOptions, type Lease, type Reservation, type CostByUnit } from './core/limiter.js';
+export {
+  createLimiter,
+  type Limiter,
+  type LimiterOptions,
+  type LimitOptions,
+  type WaitOptions,
+  type Lease,
+  type Reservation,
+  type CostByUnit,
+} from './core/limiter.js';
 export type { Decision, FailureReason, Policy, PolicyDecision } from './core/types.js';
 export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './core/failure.js';
 export type { DeniedCacheOptions } from './core/denied-cache.js';

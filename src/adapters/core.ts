@@ -2,7 +2,14 @@ import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
 import { createLimiter, type CostByUnit, type Limiter, type LimitOptions, type Reservation } from '../core/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
-import { addressKey, clientAddressConfig, findClientAddress, type AddressProblem, type ClientAddressConfig, type ClientAddressOptions } from '../http/client-address.js';
+import {
+  addressKey,
+  clientAddressConfig,
+  findClientAddress,
+  type AddressProblem,
+  type ClientAddressConfig,
+  type ClientAddressOptions,
+} from '../http/client-address.js';
 import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
 import type { Store } from '../stores/store.js';
@@ -143,8 +150,20 @@ export type Responded = (status: number | undefined) => void;
  * outcome is not counted.
  */
 export type Outcome =
-  | { readonly pass: true; readonly headers: HeaderFields; readonly responded?: Responded; readonly rateLimit?: RateLimitInfo }
-  | { readonly pass: false; readonly status: number; readonly headers: HeaderFields; readonly contentType: string; readonly body: string; readonly denial: Denial };
+  | {
+      readonly pass: true;
+      readonly headers: HeaderFields;
+      readonly responded?: Responded;
+      readonly rateLimit?: RateLimitInfo;
+    }
+  | {
+      readonly pass: false;
+      readonly status: number;
+      readonly headers: HeaderFields;
+      readonly contentType: string;
+      readonly body: string;
+      readonly denial: Denial;
+    };
 
 /** A denial as it is sent. */
 export type DenialOutcome = Extract<Outcome, { pass: false }>;
@@ -160,13 +179,36 @@ const WARNINGS: Record<SluiceWarningCode, string> = {
   SLUICE_CLIENT_ADDRESS_UNKNOWN:
     "a request's client address is unknown, so it shares one quota with every such request. Pass `key`, or on Hono your runtime's `getConnInfo`.",
   SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
-  SLUICE_SETTLE_FAILED: 'the `settle` hook threw, or answered what is not a cost; those requests stay charged at their estimate (`cost`).',
+  SLUICE_SETTLE_FAILED:
+    'the `settle` hook threw, or answered what is not a cost; those requests stay charged at their estimate (`cost`).',
 };
 
-const OPTIONS = ['limiter', 'policy', 'store', 'prefix', 'key', 'cost', 'settle', 'skip', 'skipSuccessfulRequests', 'skipFailedRequests', 'headers', 'status', 'onDenied', 'body', 'respond', 'onStoreError', 'onWarning', 'trustedProxies', 'proxyHeader', 'ipv6Subnet'];
+const OPTIONS = [
+  'limiter',
+  'policy',
+  'store',
+  'prefix',
+  'key',
+  'cost',
+  'settle',
+  'skip',
+  'skipSuccessfulRequests',
+  'skipFailedRequests',
+  'headers',
+  'status',
+  'onDenied',
+  'body',
+  'respond',
+  'onStoreError',
+  'onWarning',
+  'trustedProxies',
+  'proxyHeader',
+  'ipv6Subnet',
+];
 
 const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
-const HEADERS_INSTEAD = 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
+const HEADERS_INSTEAD =
+  'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
 const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
@@ -176,7 +218,8 @@ const KEY_INSTEAD = 'use "key": (req) => the client\'s key (the adapter\'s clien
 const PEER_NAMES: PeerNames = {
   keyGenerator: KEY_INSTEAD,
   getTracker: KEY_INSTEAD,
-  generateKey: 'use "key": (req) => the client\'s key, and "prefix" (or the limiter\'s) to keep one limiter\'s keys apart from another\'s',
+  generateKey:
+    'use "key": (req) => the client\'s key, and "prefix" (or the limiter\'s) to keep one limiter\'s keys apart from another\'s',
   id: 'use "key": (req) => the client\'s key',
   max: POLICY_INSTEAD,
   limit: POLICY_INSTEAD,
@@ -185,7 +228,8 @@ const PEER_NAMES: PeerNames = {
   duration: POLICY_INSTEAD,
   points: POLICY_INSTEAD,
   ttl: POLICY_INSTEAD,
-  throttlers: 'use "policy": [fixedWindow({ limit, window: ttl }), ...] (one policy per throttler, decided together) with "store", or a "limiter"',
+  throttlers:
+    'use "policy": [fixedWindow({ limit, window: ttl }), ...] (one policy per throttler, decided together) with "store", or a "limiter"',
   standardHeaders: HEADERS_INSTEAD,
   legacyHeaders: HEADERS_INSTEAD,
   addHeaders: HEADERS_INSTEAD,
@@ -196,35 +240,41 @@ const PEER_NAMES: PeerNames = {
   message: BODY_INSTEAD,
   errorMessage: BODY_INSTEAD,
   errorResponseBuilder: BODY_INSTEAD,
-  handler: 'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
+  handler:
+    'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
   statusCode: 'use "status"',
   allowList: SKIP_INSTEAD,
   allowlist: SKIP_INSTEAD,
   whitelist: SKIP_INSTEAD,
   skipIf: SKIP_INSTEAD,
-  ignoreUserAgents: 'use "skip": (req) => /bot/i.test(req.headers[\'user-agent\'] ?? \'\') lets those requests through uncounted',
+  ignoreUserAgents:
+    "use \"skip\": (req) => /bot/i.test(req.headers['user-agent'] ?? '') lets those requests through uncounted",
   skipOnError: ALLOW_INSTEAD,
   passOnStoreError: ALLOW_INSTEAD,
   redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
   storage: 'use "store": redisStore(client), with "policy"; or a "limiter"',
   keyPrefix: 'use "prefix"',
-  trustProxy: 'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
+  trustProxy:
+    'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
   nameSpace: 'use "prefix"',
   identifier: 'name the policy: fixedWindow({ ..., name })',
   name: 'name the policy: fixedWindow({ ..., name })',
   ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
   blockDuration: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after: 1, block } })',
   validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
-  requestPropertyName: "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
+  requestPropertyName:
+    "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
   requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
 };
 
 function optionalFunction(options: Record<string, unknown>, name: string): void {
-  if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidOptionError(name, options[name], 'a function');
+  if (options[name] !== undefined && typeof options[name] !== 'function')
+    throw new InvalidOptionError(name, options[name], 'a function');
 }
 
 function optionalBoolean(options: Record<string, unknown>, name: string): boolean {
-  if (options[name] !== undefined && typeof options[name] !== 'boolean') throw new InvalidOptionError(name, options[name], 'true or false');
+  if (options[name] !== undefined && typeof options[name] !== 'boolean')
+    throw new InvalidOptionError(name, options[name], 'true or false');
   return options[name] === true;
 }
 
@@ -233,13 +283,20 @@ function limiterOf(o: Record<string, unknown>): Limiter {
   if (o.limiter !== undefined || perRequest || (o.policy === undefined && o.store === undefined)) {
     const limiter = o.limiter as Limiter;
     if (typeof limiter !== 'object' || limiter === null || typeof limiter.limit !== 'function') {
-      const expected = perRequest ? 'a limiter from createLimiter(), whose store and prefix decide under the policies `policy(req)` returns' : 'a limiter from createLimiter(), or `policy` and `store` to build one';
+      const expected = perRequest
+        ? 'a limiter from createLimiter(), whose store and prefix decide under the policies `policy(req)` returns'
+        : 'a limiter from createLimiter(), or `policy` and `store` to build one';
       throw new InvalidOptionError('limiter', o.limiter, expected);
     }
     // Beside a limiter, they would be ignored: its own policies and store decide.
-    if (o.store !== undefined) throw new InvalidOptionError('store', o.store, 'left out when `limiter` is given (its store decides)');
+    if (o.store !== undefined)
+      throw new InvalidOptionError('store', o.store, 'left out when `limiter` is given (its store decides)');
     if (o.policy !== undefined && !perRequest) {
-      throw new InvalidOptionError('policy', o.policy, 'left out when `limiter` is given (its policies decide), or a function of the request choosing this request\'s policies');
+      throw new InvalidOptionError(
+        'policy',
+        o.policy,
+        "left out when `limiter` is given (its policies decide), or a function of the request choosing this request's policies",
+      );
     }
     return limiter;
   }
@@ -249,7 +306,12 @@ function limiterOf(o: Record<string, unknown>): Limiter {
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
 function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: string; problem?: AddressProblem } {
   const deferred = config.trustedProxies === 'framework';
-  const { address, problem } = findClientAddress(config, facts.remoteAddress, deferred ? undefined : facts.header(config.proxyHeader), deferred ? facts.frameworkAddress : undefined);
+  const { address, problem } = findClientAddress(
+    config,
+    facts.remoteAddress,
+    deferred ? undefined : facts.header(config.proxyHeader),
+    deferred ? facts.frameworkAddress : undefined,
+  );
   return { key: address === undefined ? UNKNOWN_CLIENT : addressKey(address, config.ipv6Subnet), problem };
 }
 
@@ -259,7 +321,10 @@ function addressKeyOf(config: ClientAddressConfig, facts: RequestFacts): { key: 
  * e.g. `key: (req) => req.user?.id ?? clientAddress(req)`. Options as the middleware's; a bad one
  * throws InvalidOptionError.
  */
-export function clientAddressOf<Req>(factsOf: (req: Req) => RequestFacts, proxySetting?: string): (req: Req, options?: ClientAddressOptions) => string {
+export function clientAddressOf<Req>(
+  factsOf: (req: Req) => RequestFacts,
+  proxySetting?: string,
+): (req: Req, options?: ClientAddressOptions) => string {
   return (req, options = {}) => addressKeyOf(clientAddressConfig(options, proxySetting), factsOf(req)).key;
 }
 
@@ -274,7 +339,8 @@ function bodyOf(value: unknown): { contentType: string; body: string } {
 }
 
 /** An HTTP error status: a denial's. */
-const isStatus = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
+const isStatus = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 400 && value <= 599;
 
 type DenialContent = Omit<DenialOutcome, 'pass' | 'denial'>;
 
@@ -284,11 +350,20 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
     typeof response === 'object' &&
     response !== null &&
     (response.status === undefined || isStatus(response.status)) &&
-    (response.headers === undefined || (typeof response.headers === 'object' && response.headers !== null && Object.values(response.headers).every((v) => typeof v === 'string')));
-  if (!valid) throw new InvalidOptionError('respond', response, 'a function returning { status?: 400 to 599, headers?: { name: string value }, body? }');
+    (response.headers === undefined ||
+      (typeof response.headers === 'object' &&
+        response.headers !== null &&
+        Object.values(response.headers).every((v) => typeof v === 'string')));
+  if (!valid)
+    throw new InvalidOptionError(
+      'respond',
+      response,
+      'a function returning { status?: 400 to 599, headers?: { name: string value }, body? }',
+    );
   const own = Object.entries(response.headers ?? {});
   const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
-  const content = response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
+  const content =
+    response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
   return {
     status: response.status ?? status,
     headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
@@ -298,7 +373,11 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
 }
 
 /** The options object of a middleware (its name is `factory`): a plain object holding only the options it knows, or InvalidOptionError. */
-export function rateLimitOptionsObject(factory: string, options: unknown, adapter: AdapterSpec = {}): Record<string, unknown> {
+export function rateLimitOptionsObject(
+  factory: string,
+  options: unknown,
+  adapter: AdapterSpec = {},
+): Record<string, unknown> {
   return optionsObject(factory, options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
 }
 
@@ -309,7 +388,9 @@ export function rateLimitOptionsObject(factory: string, options: unknown, adapte
  */
 export function routeOptions<Options extends RateLimitOptions<never, never>>(appWide: Options, own: Options): Options {
   const ownLimiter = own.limiter !== undefined || (own.policy !== undefined && typeof own.policy !== 'function');
-  return ownLimiter ? { ...appWide, limiter: undefined, policy: undefined, store: undefined, prefix: undefined, ...own } : { ...appWide, ...own };
+  return ownLimiter
+    ? { ...appWide, limiter: undefined, policy: undefined, store: undefined, prefix: undefined, ...own }
+    : { ...appWide, ...own };
 }
 
 /**
@@ -317,15 +398,24 @@ export function routeOptions<Options extends RateLimitOptions<never, never>>(app
  * the framework's request object and its facts. Adapters only translate the outcome, and say in
  * `adapter` what they add (options of their own, their framework's proxy setting).
  */
-export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Req, Res>, adapter: AdapterSpec = {}): (req: Req, facts: RequestFacts) => Promise<Outcome> {
+export function createRateLimit<Req, Res = unknown>(
+  options: RateLimitOptions<Req, Res>,
+  adapter: AdapterSpec = {},
+): (req: Req, facts: RequestFacts) => Promise<Outcome> {
   const o = rateLimitOptionsObject('rateLimit', options, adapter);
   const limiter = limiterOf(o);
-  for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning']) optionalFunction(o, name);
-  if (o.body !== undefined && o.respond !== undefined) throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
+  for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning'])
+    optionalFunction(o, name);
+  if (o.body !== undefined && o.respond !== undefined)
+    throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
   const status = o.status ?? 429;
   if (!isStatus(status)) {
-    throw new InvalidOptionError('status', status, 'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)');
+    throw new InvalidOptionError(
+      'status',
+      status,
+      'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)',
+    );
   }
   const onStoreError = o.onStoreError;
   if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
@@ -334,15 +424,24 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
   const skipSuccessful = optionalBoolean(o, 'skipSuccessfulRequests');
   const skipFailed = optionalBoolean(o, 'skipFailedRequests');
   if ((skipSuccessful || skipFailed) && typeof limiter.refund !== 'function') {
-    throw new InvalidOptionError('limiter', limiter, 'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count');
+    throw new InvalidOptionError(
+      'limiter',
+      limiter,
+      'a limiter with refund(), to give back what skipSuccessfulRequests or skipFailedRequests do not count',
+    );
   }
   if (o.settle !== undefined && typeof limiter.reserve !== 'function') {
-    throw new InvalidOptionError('limiter', limiter, 'a limiter with reserve(), to take the estimate that `settle` corrects');
+    throw new InvalidOptionError(
+      'limiter',
+      limiter,
+      'a limiter with reserve(), to take the estimate that `settle` corrects',
+    );
   }
   const addresses = clientAddressConfig(options, adapter.proxySetting);
   const { key, cost, skip, onDenied, body, respond, settle: settleHook } = options;
   const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
-  const onWarning = options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
+  const onWarning =
+    options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
   const warned = new Set<SluiceWarningCode>();
   const warnOnce = (code: SluiceWarningCode, detail = '') => {
     if (warned.has(code)) return;
@@ -359,7 +458,8 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
   }
 
   const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error));
-  const storeFailed = (what: string) => (error: unknown) => warnOnce('SLUICE_STORE_FAILED', ` First failure (${what}): ${describeError(error)}`);
+  const storeFailed = (what: string) => (error: unknown) =>
+    warnOnce('SLUICE_STORE_FAILED', ` First failure (${what}): ${describeError(error)}`);
 
   /** The reservation settled at what `settle` says the request cost; a hook that throws or answers a bad cost is reported. */
   function settleAt(req: Req, response: unknown, reservation: Pick<Reservation, 'settle'>): void {
@@ -383,7 +483,14 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
    * What the adapter calls with the response's status, when the request's charge is corrected
    * after it: given back when its outcome is not counted, else settled at what it cost.
    */
-  function afterResponse(req: Req, response: unknown, clientKey: string, requestCost: LimitOptions['cost'], policy: LimitOptions['policy'], reservation?: Pick<Reservation, 'settle' | 'cancel'>): Responded | undefined {
+  function afterResponse(
+    req: Req,
+    response: unknown,
+    clientKey: string,
+    requestCost: LimitOptions['cost'],
+    policy: LimitOptions['policy'],
+    reservation?: Pick<Reservation, 'settle' | 'cancel'>,
+  ): Responded | undefined {
     if (!skipSuccessful && !skipFailed && !reservation) return undefined;
     return (status) => {
       const succeeded = status !== undefined && status < 400;
@@ -397,7 +504,9 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
   async function deny(req: Req, denial: Denial, headers: HeaderFields, fallbackBody: unknown): Promise<Outcome> {
     await onDenied?.(req, denial);
     if (respond) return { pass: false, denial, ...denialResponse(await respond(req, denial), denial.status, headers) };
-    const content = body ? bodyOf(await body(req, denial)) : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
+    const content = body
+      ? bodyOf(await body(req, denial))
+      : { contentType: PROBLEM_CONTENT_TYPE, body: JSON.stringify(fallbackBody) };
     return { pass: false, denial, status: denial.status, headers, ...content };
   }
 
@@ -425,19 +534,39 @@ export function createRateLimit<Req, Res = unknown>(options: RateLimitOptions<Re
     // Made without the store (the limiter's onStoreError, or none): whoever chose the answer, it
     // says nothing true of the client's quota, so it sends no rate-limit fields.
     if (decision === undefined || decision.reason !== undefined) {
-      warnOnce('SLUICE_STORE_FAILED', ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`);
+      warnOnce(
+        'SLUICE_STORE_FAILED',
+        ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`,
+      );
       const admit = onStoreError === undefined ? (decision?.allowed ?? true) : onStoreError === 'allow';
       if (admit) return { pass: true, headers: {} };
-      const denial: Denial = { reason: 'store-error', status: 503, key: clientKey, policies: [], violated: [], retryAfterMs: 0, error: failure };
+      const denial: Denial = {
+        reason: 'store-error',
+        status: 503,
+        key: clientKey,
+        policies: [],
+        violated: [],
+        retryAfterMs: 0,
+        error: failure,
+      };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
     const headers = rateLimitHeaders(decision, mode, Date.now(), clientKey);
     // A shadow denial was admitted without being counted: there is nothing to give back.
     if (decision.allowed) {
-      const responded = decision.shadowDenied ? undefined : afterResponse(req, facts.response, clientKey, requestCost, policy, reservation);
+      const responded = decision.shadowDenied
+        ? undefined
+        : afterResponse(req, facts.response, clientKey, requestCost, policy, reservation);
       return { pass: true, headers, responded, rateLimit: { ...decision, key: clientKey } };
     }
-    const denial: Denial = { reason: 'limited', status, key: clientKey, policies: decision.policies, violated: violated(decision), retryAfterMs: decision.retryAfterMs };
+    const denial: Denial = {
+      reason: 'limited',
+      status,
+      key: clientKey,
+      policies: decision.policies,
+      violated: violated(decision),
+      retryAfterMs: decision.retryAfterMs,
+    };
     return deny(req, denial, headers, rateLimitProblem(status, denial.violated));
   };
 }

@@ -7,9 +7,20 @@ const expressFacts = (req: Request, res?: Response) => incomingFacts(req, () => 
 const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
-export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(expressFacts, EXPRESS.proxySetting);
+export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(
+  expressFacts,
+  EXPRESS.proxySetting,
+);
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type {
+  Denial,
+  DenialResponse,
+  RateLimitInfo,
+  RateLimitOptions,
+  SluiceWarning,
+  SluiceWarningCode,
+  StoreFailurePolicy,
+} from './core.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

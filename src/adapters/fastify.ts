@@ -3,7 +3,15 @@ import { InvalidOptionError } from '../core/errors.js';
 import { clientAddressOf, createRateLimit, routeOptions, type RateLimitInfo, type RateLimitOptions } from './core.js';
 import { incomingFacts, onResponseEnd } from './node.js';
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type {
+  Denial,
+  DenialResponse,
+  RateLimitInfo,
+  RateLimitOptions,
+  SluiceWarning,
+  SluiceWarningCode,
+  StoreFailurePolicy,
+} from './core.js';
 
 /** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
 export type FastifyRateLimitHook = 'onRequest' | 'preHandler';
@@ -13,7 +21,8 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
   hook?: FastifyRateLimitHook;
 }
 
-const fastifyFacts = (request: FastifyRequest, reply?: FastifyReply) => incomingFacts(request.raw, () => request.ip, reply);
+const fastifyFacts = (request: FastifyRequest, reply?: FastifyReply) =>
+  incomingFacts(request.raw, () => request.ip, reply);
 const PROXY_SETTING = "Fastify's `trustProxy` (request.ip)";
 
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */
@@ -40,7 +49,11 @@ function limitHook(options: FastifyRateLimitOptions): { name: FastifyRateLimitHo
   const decide = createRateLimit(options, { options: ADAPTER_OPTIONS, proxySetting: PROXY_SETTING });
   const { hook: name = 'onRequest' } = options;
   if (name !== 'onRequest' && name !== 'preHandler') {
-    throw new InvalidOptionError('hook', name, '"onRequest" (the default) or "preHandler" (after the body is parsed, to key on it)');
+    throw new InvalidOptionError(
+      'hook',
+      name,
+      '"onRequest" (the default) or "preHandler" (after the body is parsed, to key on it)',
+    );
   }
   return {
     name,
@@ -83,7 +96,10 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
     const hook = own === false ? undefined : own ? limitHook(routeOptions(options, own)) : global;
     if (hook === undefined) return;
     const existing: unknown = route[hook.name];
-    route[hook.name] = [hook.handler, ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing])] as never;
+    route[hook.name] = [
+      hook.handler,
+      ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
+    ] as never;
   });
   done();
 };

@@ -2,7 +2,14 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
-import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
+import {
+  clientAddressOf,
+  createRateLimit,
+  type RateLimitInfo,
+  type RateLimitOptions,
+  type RequestFacts,
+  type Responded,
+} from './core.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -11,7 +18,15 @@ declare module 'hono' {
   }
 }
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type {
+  Denial,
+  DenialResponse,
+  RateLimitInfo,
+  RateLimitOptions,
+  SluiceWarning,
+  SluiceWarningCode,
+  StoreFailurePolicy,
+} from './core.js';
 
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };
@@ -46,11 +61,19 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
   const decide = createRateLimit(options, { options: ['getConnInfo'] });
   const { getConnInfo, key } = options;
   if (typeof getConnInfo !== 'function' && key === undefined) {
-    throw new InvalidOptionError('getConnInfo', getConnInfo, "your runtime's getConnInfo (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ...) so clients can be keyed by address, or a `key` function");
+    throw new InvalidOptionError(
+      'getConnInfo',
+      getConnInfo,
+      "your runtime's getConnInfo (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ...) so clients can be keyed by address, or a `key` function",
+    );
   }
   return async function sluiceRateLimit(c, next) {
     const outcome = await decide(c, honoFacts(c, getConnInfo));
-    if (!outcome.pass) return c.body(outcome.body, outcome.status as ContentfulStatusCode, { ...outcome.headers, 'Content-Type': outcome.contentType });
+    if (!outcome.pass)
+      return c.body(outcome.body, outcome.status as ContentfulStatusCode, {
+        ...outcome.headers,
+        'Content-Type': outcome.contentType,
+      });
     c.set('rateLimit', outcome.rateLimit);
     await next();
     // After the handler, so the fields land on whatever Response it produced.

@@ -1,14 +1,47 @@
 import type { Request, Response } from 'express';
-import { Catch, HttpException, Inject, Injectable, SetMetadata, type ArgumentsHost, type CanActivate, type CustomDecorator, type DynamicModule, type ExceptionFilter, type ExecutionContext, type FactoryProvider, type ModuleMetadata, type Provider } from '@nestjs/common';
+import {
+  Catch,
+  HttpException,
+  Inject,
+  Injectable,
+  SetMetadata,
+  type ArgumentsHost,
+  type CanActivate,
+  type CustomDecorator,
+  type DynamicModule,
+  type ExceptionFilter,
+  type ExecutionContext,
+  type FactoryProvider,
+  type ModuleMetadata,
+  type Provider,
+} from '@nestjs/common';
 import { APP_FILTER, DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InvalidOptionError } from '../core/errors.js';
 import { optionsObject } from '../core/validate.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import type { HeaderFields } from '../http/headers.js';
-import { clientAddressOf, createRateLimit, rateLimitOptionsObject, routeOptions, type Denial, type DenialOutcome, type Outcome, type RateLimitOptions, type RequestFacts } from './core.js';
+import {
+  clientAddressOf,
+  createRateLimit,
+  rateLimitOptionsObject,
+  routeOptions,
+  type Denial,
+  type DenialOutcome,
+  type Outcome,
+  type RateLimitOptions,
+  type RequestFacts,
+} from './core.js';
 import { applyOutcome, incomingFacts, onResponseEnd } from './node.js';
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type {
+  Denial,
+  DenialResponse,
+  RateLimitInfo,
+  RateLimitOptions,
+  SluiceWarning,
+  SluiceWarningCode,
+  StoreFailurePolicy,
+} from './core.js';
 
 /** The options of the module and of `@RateLimit()`; callbacks receive the Express request (and `settle` the response: Nest on platform-express). */
 export type NestRateLimitOptions = RateLimitOptions<Request, Response>;
@@ -17,7 +50,10 @@ const nestFacts = (req: Request, res?: Response) => incomingFacts(req, () => req
 const NEST = { proxySetting: "Express's `trust proxy` (app.set('trust proxy', ...) on Nest's Express app; req.ip)" };
 
 /** The guard's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
-export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(nestFacts, NEST.proxySetting);
+export const clientAddress: (req: Request, options?: ClientAddressOptions) => string = clientAddressOf(
+  nestFacts,
+  NEST.proxySetting,
+);
 
 // Metadata keys of the decorators, read through Nest's Reflector.
 const ROUTE_OPTIONS = 'sluice:rate-limit';
@@ -95,7 +131,9 @@ export class RateLimitRoutes {
 
   private build(controller: Target, handler: Target): Decide | undefined {
     if (this.reflector.getAllAndOverride<boolean | undefined>(SKIP, [handler, controller])) return undefined;
-    const own = [controller, handler].flatMap((target) => this.reflector.get<NestRateLimitOptions | undefined>(ROUTE_OPTIONS, target) ?? []);
+    const own = [controller, handler].flatMap(
+      (target) => this.reflector.get<NestRateLimitOptions | undefined>(ROUTE_OPTIONS, target) ?? [],
+    );
     if (own.length === 0) return this.moduleDecider;
     const options = own.reduce(routeOptions, this.options);
     return hasLimit(options) ? createRateLimit(options, NEST) : undefined;
@@ -130,7 +168,14 @@ export class RateLimitException extends HttpException {
 export class RateLimitExceptionFilter implements ExceptionFilter<RateLimitException> {
   catch(exception: RateLimitException, host: ArgumentsHost): void {
     const { headers, contentType, denial } = exception;
-    applyOutcome(host.switchToHttp().getResponse<Response>(), { pass: false, status: exception.getStatus(), headers, contentType, body: exception.getResponse() as string, denial });
+    applyOutcome(host.switchToHttp().getResponse<Response>(), {
+      pass: false,
+      status: exception.getStatus(),
+      headers,
+      contentType,
+      body: exception.getResponse() as string,
+      denial,
+    });
   }
 }
 Catch(RateLimitException)(RateLimitExceptionFilter);
@@ -164,7 +209,8 @@ Injectable()(RateLimitGuard);
 Inject(RateLimitRoutes)(RateLimitGuard, undefined, 0);
 
 /** forRootAsync's options: the module's options made by `useFactory` from what `inject` names. */
-export interface RateLimitModuleAsyncOptions extends Pick<FactoryProvider<NestRateLimitOptions>, 'useFactory' | 'inject'>, Pick<ModuleMetadata, 'imports'> {}
+export interface RateLimitModuleAsyncOptions
+  extends Pick<FactoryProvider<NestRateLimitOptions>, 'useFactory' | 'inject'>, Pick<ModuleMetadata, 'imports'> {}
 
 /**
  * Provides the guard (global: every module can bind it), its routes' deciders and the filter
@@ -180,8 +226,21 @@ export class RateLimitModule {
 
   /** The options made by a factory, e.g. from a ConfigService: `forRootAsync({ imports, inject, useFactory })`. */
   static forRootAsync(options: RateLimitModuleAsyncOptions): DynamicModule {
-    const { imports = [], inject = [], useFactory } = optionsObject('RateLimitModule.forRootAsync', options, ['imports', 'inject', 'useFactory']) as Partial<RateLimitModuleAsyncOptions>;
-    if (typeof useFactory !== 'function') throw new InvalidOptionError('useFactory', useFactory, "a function returning the module's options (or a promise of them)");
+    const {
+      imports = [],
+      inject = [],
+      useFactory,
+    } = optionsObject('RateLimitModule.forRootAsync', options, [
+      'imports',
+      'inject',
+      'useFactory',
+    ]) as Partial<RateLimitModuleAsyncOptions>;
+    if (typeof useFactory !== 'function')
+      throw new InvalidOptionError(
+        'useFactory',
+        useFactory,
+        "a function returning the module's options (or a promise of them)",
+      );
     return rateLimitModule({ provide: MODULE_OPTIONS, useFactory, inject }, imports);
   }
 }

@@ -1,5 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { clientAddressOf, createRateLimit, type AdapterSpec, type Outcome, type RateLimitInfo, type RateLimitOptions, type RequestFacts, type Responded } from './core.js';
+import {
+  clientAddressOf,
+  createRateLimit,
+  type AdapterSpec,
+  type Outcome,
+  type RateLimitInfo,
+  type RateLimitOptions,
+  type RequestFacts,
+  type Responded,
+} from './core.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -8,13 +17,25 @@ declare module 'node:http' {
   }
 }
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions, SluiceWarning, SluiceWarningCode, StoreFailurePolicy } from './core.js';
+export type {
+  Denial,
+  DenialResponse,
+  RateLimitInfo,
+  RateLimitOptions,
+  SluiceWarning,
+  SluiceWarningCode,
+  StoreFailurePolicy,
+} from './core.js';
 
 /**
  * The facts of a node:http request (also under Express, Fastify and Koa), and the client address
  * by the framework's own proxy setting, where it has one (read only when asked).
  */
-export function incomingFacts(req: IncomingMessage, frameworkAddress?: () => string | undefined, response?: unknown): RequestFacts {
+export function incomingFacts(
+  req: IncomingMessage,
+  frameworkAddress?: () => string | undefined,
+  response?: unknown,
+): RequestFacts {
   return {
     response,
     header(name) {
@@ -73,7 +94,9 @@ export function limitIncoming<Req extends IncomingMessage, Res extends ServerRes
  *     const limit = rateLimit({ limiter });
  *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
  */
-export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: RateLimitOptions<Req, ServerResponse>): (req: Req, res: ServerResponse) => Promise<boolean> {
+export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
+  options: RateLimitOptions<Req, ServerResponse>,
+): (req: Req, res: ServerResponse) => Promise<boolean> {
   const limit = limitIncoming(options);
   return async function sluiceRateLimit(req, res) {
     try {

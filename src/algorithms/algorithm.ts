@@ -57,9 +57,27 @@ export interface Algorithm<V = unknown> {
   /** Its Lua for a server without PEXPIRETIME (Redis 6.2), where `lua` calls it. */
   readonly luaWithoutPexpiretime?: string;
   decide(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], peek: boolean): Step<V>;
-  refund(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[]): { write: Write<V>; done: boolean };
-  release?(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], id: number): { write: Write<V>; done: boolean };
-  extend?(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], id: number, ms: number): { write: Write<V>; done: boolean };
+  refund(
+    now: number,
+    entry: Entry<V> | undefined,
+    cost: number,
+    p: readonly number[],
+  ): { write: Write<V>; done: boolean };
+  release?(
+    now: number,
+    entry: Entry<V> | undefined,
+    cost: number,
+    p: readonly number[],
+    id: number,
+  ): { write: Write<V>; done: boolean };
+  extend?(
+    now: number,
+    entry: Entry<V> | undefined,
+    cost: number,
+    p: readonly number[],
+    id: number,
+    ms: number,
+  ): { write: Write<V>; done: boolean };
 }
 
 /** Erases the state type, so algorithms of different state can sit in one list. */
@@ -70,7 +88,11 @@ export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
 export const unchanged = { write: undefined, done: false } as const;
 
 /** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
-export function definePolicy(fields: Omit<Policy, 'kind' | 'params'>, kind: Algorithm, params: readonly number[]): Policy {
+export function definePolicy(
+  fields: Omit<Policy, 'kind' | 'params'>,
+  kind: Algorithm,
+  params: readonly number[],
+): Policy {
   return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as Policy;
 }
 

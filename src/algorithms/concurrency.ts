@@ -111,7 +111,9 @@ end
 
 /** The live leases in expiry order, as ZRANGE would list them (by score, then id). */
 function live(leases: Leases | undefined, now: number): [number, number][] {
-  return [...(leases ?? new Map<number, number>())].filter(([, expires]) => expires > now).sort((a, b) => a[1] - b[1] || a[0] - b[0]);
+  return [...(leases ?? new Map<number, number>())]
+    .filter(([, expires]) => expires > now)
+    .sort((a, b) => a[1] - b[1] || a[0] - b[0]);
 }
 
 function withTtl(held: [number, number][], now: number) {
@@ -136,7 +138,7 @@ const algorithm = defineAlgorithm<Leases>({
       admit() {
         const inUse = new Set(held.map(([id]) => id));
         let id = now * 1000;
-        for (let free = 0; free < cost; ) {
+        for (let free = 0; free < cost;) {
           if (inUse.has(id + free)) {
             id += free + 1;
             free = 0;
@@ -144,7 +146,12 @@ const algorithm = defineAlgorithm<Leases>({
         }
         const taken: [number, number][] = Array.from({ length: cost }, (_, i) => [id + i, now + leaseMs]);
         const reset = Math.max(resetAfter, leaseMs);
-        return { write: { value: new Map([...held, ...taken]), ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: id };
+        return {
+          write: { value: new Map([...held, ...taken]), ttlMs: reset + 1 },
+          remaining: limit - count - cost,
+          resetAfter: reset,
+          extra: id,
+        };
       },
       keep: () => (peek || !entry ? undefined : withTtl(held, now)),
     };
@@ -178,5 +185,16 @@ export function concurrency(options: ConcurrencyOptions): Policy {
   });
   const limit = positiveInteger('limit', o.limit);
   const leaseMs = parseDuration('leaseMs', o.leaseMs);
-  return definePolicy({ algorithm: 'concurrency', name: policyName(o.name, `${limit}-concurrent`), counts: REQUESTS, limit, windowMs: leaseMs, maxCost: limit }, algorithm, [limit, leaseMs]);
+  return definePolicy(
+    {
+      algorithm: 'concurrency',
+      name: policyName(o.name, `${limit}-concurrent`),
+      counts: REQUESTS,
+      limit,
+      windowMs: leaseMs,
+      maxCost: limit,
+    },
+    algorithm,
+    [limit, leaseMs],
+  );
 }

@@ -124,5 +124,16 @@ export function fixedWindow(options: FixedWindowOptions): Policy {
   const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
-  return definePolicy({ algorithm: 'fixed-window', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy(
+    {
+      algorithm: 'fixed-window',
+      name: policyName(o.name, rateName(limit, windowMs)),
+      counts: policyUnit(o.counts),
+      limit,
+      windowMs,
+      maxCost: limit,
+    },
+    algorithm,
+    [limit, windowMs],
+  );
 }

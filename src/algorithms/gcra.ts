@@ -46,18 +46,37 @@ export function gcra(options: GcraOptions): Policy {
   // The interval is kept in whole µs; below 500 µs that rounding could move the rate by over 0.1%.
   const exactInterval = (periodMs * 1000) / limit;
   if (exactInterval < MIN_INTERVAL_US) {
-    throw new InvalidOptionError('limit', limit, `at most ${Math.floor((periodMs * 1000) / MIN_INTERVAL_US)} per period here (one request per 500 µs), so the µs-rounded interval stays within 0.1% of the rate`);
+    throw new InvalidOptionError(
+      'limit',
+      limit,
+      `at most ${Math.floor((periodMs * 1000) / MIN_INTERVAL_US)} per period here (one request per 500 µs), so the µs-rounded interval stays within 0.1% of the rate`,
+    );
   }
   const interval = Math.round(exactInterval);
   // A key is up to three bursts of intervals ahead, in µs (one held, one owed after a settle, one
   // asked): exact below 2^53.
   const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (3 * interval));
   if (burst > mostExact) {
-    throw new InvalidOptionError('burst', burst, `at most ${mostExact} at this rate, so that the schedule (three bursts of ${interval} µs intervals) stays exact below 2^53 µs`);
+    throw new InvalidOptionError(
+      'burst',
+      burst,
+      `at most ${mostExact} at this rate, so that the schedule (three bursts of ${interval} µs intervals) stays exact below 2^53 µs`,
+    );
   }
   // As a token bucket's capacity: `limit` is the most admitted at once (what `remaining` counts
   // down from, and the RateLimit-Policy quota), the burst; the window is the time to earn it again,
   // so that quota per window is still the rate (limit per period when there is no burst).
   const windowMs = Math.ceil((burst * periodMs) / limit);
-  return definePolicy({ algorithm: 'gcra', name: policyName(o.name, `${burst === limit ? '' : `${burst}-burst-`}${rateName(limit, periodMs)}`), counts: policyUnit(o.counts), limit: burst, windowMs, maxCost: burst }, algorithm, [interval, burst, 1000]);
+  return definePolicy(
+    {
+      algorithm: 'gcra',
+      name: policyName(o.name, `${burst === limit ? '' : `${burst}-burst-`}${rateName(limit, periodMs)}`),
+      counts: policyUnit(o.counts),
+      limit: burst,
+      windowMs,
+      maxCost: burst,
+    },
+    algorithm,
+    [interval, burst, 1000],
+  );
 }

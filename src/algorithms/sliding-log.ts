@@ -151,5 +151,16 @@ export function slidingLog(options: SlidingLogOptions): Policy {
   const o = optionsObject('slidingLog', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
-  return definePolicy({ algorithm: 'sliding-log', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy(
+    {
+      algorithm: 'sliding-log',
+      name: policyName(o.name, rateName(limit, windowMs)),
+      counts: policyUnit(o.counts),
+      limit,
+      windowMs,
+      maxCost: limit,
+    },
+    algorithm,
+    [limit, windowMs],
+  );
 }

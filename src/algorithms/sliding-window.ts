@@ -148,7 +148,13 @@ const algorithm = defineAlgorithm<Counters>({
   refund(now, entry, cost, [, window = 1]) {
     const c = counters(now, entry?.value, window);
     if (!entry || !c.same || c.current === 0) return unchanged;
-    return { write: { value: { start: c.start, previous: c.previous, current: Math.max(0, c.current - cost) }, ttlMs: entry.ttlMs }, done: true };
+    return {
+      write: {
+        value: { start: c.start, previous: c.previous, current: Math.max(0, c.current - cost) },
+        ttlMs: entry.ttlMs,
+      },
+      done: true,
+    };
   },
 });
 
@@ -165,7 +171,22 @@ export function slidingWindow(options: SlidingWindowOptions): Policy {
   // and the cost, each at most the limit): exact only below 2^53.
   const mostExact = Math.floor(Number.MAX_SAFE_INTEGER / (3 * windowMs));
   if (limit > mostExact) {
-    throw new InvalidOptionError('limit', limit, `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`);
+    throw new InvalidOptionError(
+      'limit',
+      limit,
+      `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`,
+    );
   }
-  return definePolicy({ algorithm: 'sliding-window', name: policyName(o.name, rateName(limit, windowMs)), counts: policyUnit(o.counts), limit, windowMs, maxCost: limit }, algorithm, [limit, windowMs]);
+  return definePolicy(
+    {
+      algorithm: 'sliding-window',
+      name: policyName(o.name, rateName(limit, windowMs)),
+      counts: policyUnit(o.counts),
+      limit,
+      windowMs,
+      maxCost: limit,
+    },
+    algorithm,
+    [limit, windowMs],
+  );
 }

@@ -42,18 +42,31 @@ export function tokenBucket(options: TokenBucketOptions): Policy {
   const refillPerSecond = positiveFinite('refillPerSecond', o.refillPerSecond);
   const windowMs = Math.ceil((capacity * 1000) / refillPerSecond);
   if (windowMs > MAX_DURATION_MS) {
-    throw new InvalidOptionError('refillPerSecond', refillPerSecond, `fast enough to refill ${capacity} tokens within 366 days`);
+    throw new InvalidOptionError(
+      'refillPerSecond',
+      refillPerSecond,
+      `fast enough to refill ${capacity} tokens within 366 days`,
+    );
   }
   const exactStep = UNITS_PER_SECOND / refillPerSecond;
   const step = Math.ceil(exactStep);
   if (step > exactStep * 1.001) {
-    throw new InvalidOptionError('refillPerSecond', refillPerSecond, 'at most 10,000 per second, or a rate whose token refill time is a whole multiple of 100 ns: that time is rounded up to 100 ns, and must stay within 0.1% of the rate');
+    throw new InvalidOptionError(
+      'refillPerSecond',
+      refillPerSecond,
+      'at most 10,000 per second, or a rate whose token refill time is a whole multiple of 100 ns: that time is rounded up to 100 ns, and must stay within 0.1% of the rate',
+    );
   }
-  return definePolicy({
-    algorithm: 'token-bucket',
-    name: policyName(o.name, `${capacity}-burst-${rateName(refillPerSecond, 1000)}`),
-    counts: policyUnit(o.counts),
-    limit: capacity,
-    windowMs,
-    maxCost: capacity }, algorithm, [step, capacity, UNITS_PER_MS]);
+  return definePolicy(
+    {
+      algorithm: 'token-bucket',
+      name: policyName(o.name, `${capacity}-burst-${rateName(refillPerSecond, 1000)}`),
+      counts: policyUnit(o.counts),
+      limit: capacity,
+      windowMs,
+      maxCost: capacity,
+    },
+    algorithm,
+    [step, capacity, UNITS_PER_MS],
+  );
 }

@@ -66,8 +66,12 @@ export function redisUrlOf(parsed: ParsedCommand, io: CliIo): { url: string; sou
 /** The one positional a command takes, or a UsageError naming it. */
 export function onePositional(command: string, name: string, parsed: ParsedCommand): string {
   const [value, ...extra] = parsed.positionals;
-  if (value === undefined || value === '') throw new UsageError(`sluice ${command}: missing <${name}>; see sluice ${command} --help`);
-  if (extra.length > 0) throw new UsageError(`sluice ${command}: unexpected argument ${JSON.stringify(extra[0])}; see sluice ${command} --help`);
+  if (value === undefined || value === '')
+    throw new UsageError(`sluice ${command}: missing <${name}>; see sluice ${command} --help`);
+  if (extra.length > 0)
+    throw new UsageError(
+      `sluice ${command}: unexpected argument ${JSON.stringify(extra[0])}; see sluice ${command} --help`,
+    );
   return value;
 }
 

@@ -27,7 +27,9 @@ export function parseRedisUrl(text: string, source: string): URL {
     throw new UsageError(`sluice: ${source} must be a URL such as redis://127.0.0.1:6379; got ${JSON.stringify(text)}`);
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new UsageError(`sluice: ${source} must start with redis:// or rediss://; got ${JSON.stringify(maskPassword(url))}`);
+    throw new UsageError(
+      `sluice: ${source} must start with redis:// or rediss://; got ${JSON.stringify(maskPassword(url))}`,
+    );
   }
   return url;
 }
@@ -67,7 +69,10 @@ export async function connectRedis(text: string, source: string): Promise<RedisC
   } catch (error) {
     client.disconnect();
     const reason = socketError ?? error;
-    throw new Error(`sluice: cannot connect to Redis at ${safeUrl}: ${reason instanceof Error ? reason.message : String(reason)}`, { cause: error });
+    throw new Error(
+      `sluice: cannot connect to Redis at ${safeUrl}: ${reason instanceof Error ? reason.message : String(reason)}`,
+      { cause: error },
+    );
   }
   return {
     client,

@@ -35,7 +35,13 @@ export interface EdgeTimeline {
  * A busy machine can delay a burst across the edge; such an attempt proves nothing, so it is
  * thrown away (the key reset) and the experiment runs again at a later edge.
  */
-export async function recordAroundTheEdge(limiters: readonly Limiter[], key: string, serverClockOffsetMs: number, windowMs = 1000, perSide = 5): Promise<EdgeTimeline[]> {
+export async function recordAroundTheEdge(
+  limiters: readonly Limiter[],
+  key: string,
+  serverClockOffsetMs: number,
+  windowMs = 1000,
+  perSide = 5,
+): Promise<EdgeTimeline[]> {
   const serverNow = () => Date.now() + serverClockOffsetMs;
   for (let attempt = 1; ; attempt++) {
     // The next edge at least 300 ms away, so the first burst can land before it.
@@ -71,7 +77,13 @@ export function admittedCount(timeline: EdgeTimeline): number {
 }
 
 /** How many requests each limiter admitted in an edge run (see recordAroundTheEdge). */
-export async function aroundTheEdge(limiters: readonly Limiter[], key: string, serverClockOffsetMs: number, windowMs = 1000, perSide = 5): Promise<number[]> {
+export async function aroundTheEdge(
+  limiters: readonly Limiter[],
+  key: string,
+  serverClockOffsetMs: number,
+  windowMs = 1000,
+  perSide = 5,
+): Promise<number[]> {
   return (await recordAroundTheEdge(limiters, key, serverClockOffsetMs, windowMs, perSide)).map(admittedCount);
 }
 
@@ -93,13 +105,19 @@ async function classicBug(redis: Redis, key: string, print: (line: string) => vo
     print(`EXPIRE NX on a key without TTL -> ${String(first)} , again -> ${String(again)}`);
   } catch (error) {
     // Redis 6.2 has no EXPIRE NX (new in 7.0): it answers "wrong number of arguments".
-    print(`EXPIRE NX on a key without TTL -> refused: EXPIRE NX needs Redis 7.0 or later (${(error as Error).message})`);
+    print(
+      `EXPIRE NX on a key without TTL -> refused: EXPIRE NX needs Redis 7.0 or later (${(error as Error).message})`,
+    );
   } finally {
     await redis.del(key);
   }
 }
 
-async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (line: string) => void): Promise<EdgeTimeline[]> {
+async function sluiceLessons(
+  store: Store,
+  serverClockOffsetMs: number,
+  print: (line: string) => void,
+): Promise<EdgeTimeline[]> {
   const prefix = `sluice-demo-${randomUUID()}`;
   const key = 'demo-client';
   // A key of its own: the edge's token bucket must not share its state with the other one's.
@@ -120,7 +138,11 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     print(`${response.status} ${response.statusText}`);
     print(`Retry-After: ${response.headers['Retry-After'] ?? '(none)'} | remaining ${last.remaining}`);
 
-    const edge = await recordAroundTheEdge([edgeFixed, edgeLog, edgeBucket, edgeGcra, edgeWindow], edgeKey, serverClockOffsetMs);
+    const edge = await recordAroundTheEdge(
+      [edgeFixed, edgeLog, edgeBucket, edgeGcra, edgeWindow],
+      edgeKey,
+      serverClockOffsetMs,
+    );
     const [fixed, log, , evenlySpaced, weighted] = edge.map(admittedCount);
     print(`fixed window: allowed in 200 ms around the edge: ${fixed} of 10 (limit is 5 per second)`);
     print(`sliding log : allowed in 200 ms around the edge: ${log} of 10`);
@@ -138,7 +160,9 @@ async function sluiceLessons(store: Store, serverClockOffsetMs: number, print: (
     for (let i = 0; i < 5; i++) leases.push(await slots.acquire(key));
     await leases[0]?.release();
     const afterRelease = await slots.acquire(key);
-    print(`concurrency : 3 slots, 5 overlapping calls -> ${leases.map((l) => (l.allowed ? 1 : 0)).join(' ')}, one released -> ${afterRelease.allowed ? 1 : 0}`);
+    print(
+      `concurrency : 3 slots, 5 overlapping calls -> ${leases.map((l) => (l.allowed ? 1 : 0)).join(' ')}, one released -> ${afterRelease.allowed ? 1 : 0}`,
+    );
     await Promise.all([...leases, afterRelease].map((lease) => lease.release()));
     return edge;
   } finally {
@@ -173,7 +197,9 @@ export async function runDemo({ redisUrl, print = console.log }: DemoOptions = {
       server = await startRedisServer();
     } catch (error) {
       if (!(error instanceof RedisServerMissingError)) throw error;
-      print('(no redis-server on PATH and no REDIS_URL: the two Redis rows are skipped; the rest runs on the memory store)');
+      print(
+        '(no redis-server on PATH and no REDIS_URL: the two Redis rows are skipped; the rest runs on the memory store)',
+      );
       return sluiceLessons(memoryStore(), 0, print);
     }
   }

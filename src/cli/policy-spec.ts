@@ -17,7 +17,8 @@ import { UsageError, validFlag } from './command.js';
  * A window or period is a duration as the library takes it ('250ms', '1s', '1m'), or a bare unit
  * meaning one of it ('s' is '1s').
  */
-export const POLICY_SYNTAX = 'fixed-window:<limit>/<window>, sliding-log:<limit>/<window>, sliding-window:<limit>/<window>, gcra:<limit>/<period> or token-bucket:<capacity>@<tokens>/<period>';
+export const POLICY_SYNTAX =
+  'fixed-window:<limit>/<window>, sliding-log:<limit>/<window>, sliding-window:<limit>/<window>, gcra:<limit>/<period> or token-bucket:<capacity>@<tokens>/<period>';
 
 const WINDOWED = /^(fixed-window|sliding-log|sliding-window|gcra):(\d+)\/([\d.]*[a-z]+)$/;
 const BUCKET = /^token-bucket:(\d+)@(\d+(?:\.\d+)?)\/([\d.]*[a-z]+)$/;
@@ -51,7 +52,10 @@ function build(spec: string): Policy | undefined {
   const bucket = BUCKET.exec(spec);
   if (bucket) {
     const [, capacity, tokens, period] = bucket as unknown as [string, string, string, string];
-    return tokenBucket({ capacity: Number(capacity), refillPerSecond: (Number(tokens) * 1000) / durationMs('period', period) });
+    return tokenBucket({
+      capacity: Number(capacity),
+      refillPerSecond: (Number(tokens) * 1000) / durationMs('period', period),
+    });
   }
   return undefined;
 }

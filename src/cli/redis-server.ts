@@ -31,7 +31,9 @@ export function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -48,7 +50,9 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
       child.kill('SIGKILL');
       reject(error);
     }
-    child.once('error', (error: NodeJS.ErrnoException) => fail(error.code === 'ENOENT' ? new RedisServerMissingError() : error));
+    child.once('error', (error: NodeJS.ErrnoException) =>
+      fail(error.code === 'ENOENT' ? new RedisServerMissingError() : error),
+    );
     child.once('exit', (code) => fail(new Error(`redis-server exited with code ${code}:\n${output}`)));
     child.stdout?.on('data', (chunk: Buffer) => {
       output += chunk.toString();
@@ -63,10 +67,28 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
   });
 }
 
-function launch(port: number, dir: string, args: readonly string[], config: readonly string[]): { child: ChildProcess; ready: Promise<void> } {
+function launch(
+  port: number,
+  dir: string,
+  args: readonly string[],
+  config: readonly string[],
+): { child: ChildProcess; ready: Promise<void> } {
   const child = spawn(
     'redis-server',
-    [...config, '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
+    [
+      ...config,
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...args,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   return { child, ready: waitUntilReady(child) };
@@ -86,7 +108,10 @@ export function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<voi
  * a Sentinel (`args` then say what it monitors, e.g. ['--sentinel', 'monitor', ...]), from a
  * config file in that directory, which a Sentinel needs to record what it learns; a restart keeps it.
  */
-export async function startRedisServer(args: readonly string[] = [], options: { sentinel?: boolean } = {}): Promise<RedisServer> {
+export async function startRedisServer(
+  args: readonly string[] = [],
+  options: { sentinel?: boolean } = {},
+): Promise<RedisServer> {
   // Another process may take the free port between our probe and redis-server's bind: try again.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();

@@ -47,13 +47,19 @@ function escapeHtml(text: string): string {
 
 function timelineSvg({ policy, requests }: EdgeTimeline): string {
   const top = Math.max(requests.length, policy.limit);
-  const x = (ms: number) => MARGIN.left + ((Math.max(-SPAN_MS, Math.min(SPAN_MS, ms)) + SPAN_MS) / (2 * SPAN_MS)) * (WIDTH - MARGIN.left - MARGIN.right);
+  const x = (ms: number) =>
+    MARGIN.left +
+    ((Math.max(-SPAN_MS, Math.min(SPAN_MS, ms)) + SPAN_MS) / (2 * SPAN_MS)) * (WIDTH - MARGIN.left - MARGIN.right);
   const y = (count: number) => HEIGHT - MARGIN.bottom - (count / top) * (HEIGHT - MARGIN.top - MARGIN.bottom);
   const parts: string[] = [];
   // Above the limit: the requests a limiter that honoured it over every window would deny.
-  parts.push(`<rect class="over-limit" x="${MARGIN.left}" y="${MARGIN.top}" width="${WIDTH - MARGIN.left - MARGIN.right}" height="${y(policy.limit) - MARGIN.top}"/>`);
+  parts.push(
+    `<rect class="over-limit" x="${MARGIN.left}" y="${MARGIN.top}" width="${WIDTH - MARGIN.left - MARGIN.right}" height="${y(policy.limit) - MARGIN.top}"/>`,
+  );
   for (const ms of [-200, -100, 0, 100, 200]) {
-    parts.push(`<text class="tick" x="${x(ms)}" y="${HEIGHT - MARGIN.bottom + 18}">${ms > 0 ? '+' : ''}${ms} ms</text>`);
+    parts.push(
+      `<text class="tick" x="${x(ms)}" y="${HEIGHT - MARGIN.bottom + 18}">${ms > 0 ? '+' : ''}${ms} ms</text>`,
+    );
   }
   for (const count of [0, policy.limit, top]) {
     parts.push(`<text class="tick y" x="${MARGIN.left - 8}" y="${y(count) + 4}">${count}</text>`);
@@ -61,8 +67,12 @@ function timelineSvg({ policy, requests }: EdgeTimeline): string {
   parts.push(`<line class="axis" x1="${MARGIN.left}" y1="${y(0)}" x2="${WIDTH - MARGIN.right}" y2="${y(0)}"/>`);
   parts.push(`<line class="edge" x1="${x(0)}" y1="${MARGIN.top}" x2="${x(0)}" y2="${y(0)}"/>`);
   parts.push(`<text class="label" x="${x(0) + 6}" y="${MARGIN.top + 12}">window edge</text>`);
-  parts.push(`<line class="limit" x1="${MARGIN.left}" y1="${y(policy.limit)}" x2="${WIDTH - MARGIN.right}" y2="${y(policy.limit)}"/>`);
-  parts.push(`<text class="label limit-label" x="${MARGIN.left + 6}" y="${y(policy.limit) - 6}">${policy.algorithm === 'token-bucket' ? 'capacity' : 'limit'} ${policy.limit}</text>`);
+  parts.push(
+    `<line class="limit" x1="${MARGIN.left}" y1="${y(policy.limit)}" x2="${WIDTH - MARGIN.right}" y2="${y(policy.limit)}"/>`,
+  );
+  parts.push(
+    `<text class="label limit-label" x="${MARGIN.left + 6}" y="${y(policy.limit) - 6}">${policy.algorithm === 'token-bucket' ? 'capacity' : 'limit'} ${policy.limit}</text>`,
+  );
   // The running total of admitted requests: it rises above the limit line only where an algorithm lets too many through.
   let admitted = 0;
   const steps = [`${x(-SPAN_MS)},${y(0)}`];
@@ -94,7 +104,13 @@ ${timelineSvg(timeline)}
 function tradeOffTable(timelines: readonly EdgeTimeline[]): string {
   const rows = timelines.map((timeline) => {
     const traits = TRADE_OFFS[timeline.policy.algorithm];
-    const cells = [traits?.title ?? timeline.policy.algorithm, `${admittedCount(timeline)} of ${timeline.requests.length}`, traits?.exact ?? '', traits?.memory ?? '', traits?.bursts ?? ''];
+    const cells = [
+      traits?.title ?? timeline.policy.algorithm,
+      `${admittedCount(timeline)} of ${timeline.requests.length}`,
+      traits?.exact ?? '',
+      traits?.memory ?? '',
+      traits?.bursts ?? '',
+    ];
     return `<tr>${cells.map((cell) => `<td>${escapeHtml(cell)}</td>`).join('')}</tr>`;
   });
   return `<table>

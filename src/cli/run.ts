@@ -41,7 +41,11 @@ function oneLine(error: unknown): string {
 async function runCommand(command: Command, args: readonly string[], io: CliIo): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: [...args], allowPositionals: true, options: { ...command.options, help: { type: 'boolean', short: 'h' } } });
+    parsed = parseArgs({
+      args: [...args],
+      allowPositionals: true,
+      options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+    });
   } catch (error) {
     // parseArgs's first sentence names the unknown option or the one missing its value; the rest is advice about '--'.
     const [problem] = (error as Error).message.split('. ');
@@ -67,7 +71,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const command = COMMANDS.find((candidate) => candidate.name === name);
   try {
-    if (!command) throw new UsageError(`sluice: unknown command ${JSON.stringify(name)}; the commands are ${COMMANDS.map((c) => c.name).join(', ')} (see sluice --help)`);
+    if (!command)
+      throw new UsageError(
+        `sluice: unknown command ${JSON.stringify(name)}; the commands are ${COMMANDS.map((c) => c.name).join(', ')} (see sluice --help)`,
+      );
     return await runCommand(command, args, io);
   } catch (error) {
     io.err(oneLine(error));

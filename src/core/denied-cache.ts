@@ -37,7 +37,8 @@ export class DeniedCache {
   constructor(options: unknown) {
     const o = nestedOptions('deniedCache', options, ['maxKeys', 'now']);
     this.maxKeys = positiveInteger('deniedCache.maxKeys', o.maxKeys);
-    if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('deniedCache.now', o.now, 'a function returning ms');
+    if (o.now !== undefined && typeof o.now !== 'function')
+      throw new InvalidOptionError('deniedCache.now', o.now, 'a function returning ms');
     this.now = (o.now as (() => number) | undefined) ?? (() => performance.now());
   }
 
@@ -59,7 +60,11 @@ export class DeniedCache {
       ...decision,
       resetAfterMs: left(decision.resetAfterMs),
       retryAfterMs: left(decision.retryAfterMs),
-      policies: decision.policies.map((p) => ({ ...p, resetAfterMs: left(p.resetAfterMs), retryAfterMs: left(p.retryAfterMs) })),
+      policies: decision.policies.map((p) => ({
+        ...p,
+        resetAfterMs: left(p.resetAfterMs),
+        retryAfterMs: left(p.retryAfterMs),
+      })),
       ...(decision.blockedForMs !== undefined && { blockedForMs: left(decision.blockedForMs) }),
     };
   }

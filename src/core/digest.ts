@@ -21,7 +21,8 @@ function paddedWords(text: string): Int32Array {
   return words;
 }
 
-const hex = (state: Int32Array): string => Array.from(state, (word) => (word >>> 0).toString(16).padStart(8, '0')).join('');
+const hex = (state: Int32Array): string =>
+  Array.from(state, (word) => (word >>> 0).toString(16).padStart(8, '0')).join('');
 
 const rotl = (x: number, n: number): number => (x << n) | (x >>> (32 - n));
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
@@ -37,7 +38,11 @@ export function sha1Hex(text: string): string {
   for (let block = 0; block < words.length; block += 16) {
     for (let t = 0; t < 16; t++) w[t] = words[block + t]!;
     for (let t = 16; t < 80; t++) w[t] = rotl(w[t - 3]! ^ w[t - 8]! ^ w[t - 14]! ^ w[t - 16]!, 1);
-    let a = state[0]!, b = state[1]!, c = state[2]!, d = state[3]!, e = state[4]!;
+    let a = state[0]!,
+      b = state[1]!,
+      c = state[2]!,
+      d = state[3]!,
+      e = state[4]!;
     for (let t = 0; t < 80; t++) {
       const round = (t / 20) | 0;
       const f = round === 0 ? (b & c) | (~b & d) : round === 2 ? (b & c) | (b & d) | (c & d) : b ^ c ^ d;
@@ -59,17 +64,21 @@ export function sha1Hex(text: string): string {
 
 // The first 32 bits of the fractional parts of the cube roots of the first 64 primes.
 const K256 = new Int32Array([
-  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-  0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+  0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+  0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+  0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+  0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+  0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+  0xc67178f2,
 ]);
 
 // The message schedule, reused: a call runs to its end before another can begin.
 const SCHEDULE = new Int32Array(64);
-const SHA256_INITIAL = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+const SHA256_INITIAL = new Int32Array([
+  0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+]);
 
 /** The SHA-256 of `text`'s UTF-8 bytes: eight 32-bit words, big-endian. */
 function sha256Words(text: string): Int32Array {
@@ -85,7 +94,14 @@ function sha256Words(text: string): Int32Array {
       const s1 = rotr(w2, 17) ^ rotr(w2, 19) ^ (w2 >>> 10);
       w[t] = (w[t - 16]! + s0 + w[t - 7]! + s1) | 0;
     }
-    let a = state[0]!, b = state[1]!, c = state[2]!, d = state[3]!, e = state[4]!, f = state[5]!, g = state[6]!, h = state[7]!;
+    let a = state[0]!,
+      b = state[1]!,
+      c = state[2]!,
+      d = state[3]!,
+      e = state[4]!,
+      f = state[5]!,
+      g = state[6]!,
+      h = state[7]!;
     for (let t = 0; t < 64; t++) {
       const t1 = (h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K256[t]! + w[t]!) | 0;
       const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) | 0;

@@ -14,7 +14,12 @@ export const MAX_DURATION_MS = 366 * UNIT_MS.d;
  * `minMs` lets a caller demand more than one millisecond where Redis's expiry resolution requires it;
  * `Invalid` is the error to throw: InvalidArgumentError for a call's argument.
  */
-export function parseDuration(option: string, value: unknown, minMs = 1, Invalid: typeof InvalidOptionError | typeof InvalidArgumentError = InvalidOptionError): number {
+export function parseDuration(
+  option: string,
+  value: unknown,
+  minMs = 1,
+  Invalid: typeof InvalidOptionError | typeof InvalidArgumentError = InvalidOptionError,
+): number {
   const expected = `a duration of at least ${minMs} ms and at most 366 days: whole milliseconds or a string such as '250ms', '1s', '1m', '1h', '1d'`;
   let ms: number;
   if (typeof value === 'number') {

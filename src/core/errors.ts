@@ -96,7 +96,9 @@ export class InvalidConfigError extends SluiceError {
     readonly value: unknown,
     problem: string,
   ) {
-    super(`sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describe(value)}`}`);
+    super(
+      `sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describe(value)}`}`,
+    );
     this.name = 'InvalidConfigError';
   }
 }
@@ -132,7 +134,10 @@ export class StorePermissionError extends StoreError {
     reply: string,
     options?: { cause?: unknown },
   ) {
-    super(`the Redis user lacks ${missing} (${reply}); grant it as docs/reliability.md#least-privilege-acl shows`, options);
+    super(
+      `the Redis user lacks ${missing} (${reply}); grant it as docs/reliability.md#least-privilege-acl shows`,
+      options,
+    );
     this.name = 'StorePermissionError';
   }
 }

@@ -60,7 +60,12 @@ export const DENY_RETRY_AFTER_MS = 1_000;
 const TIMER_SLACK_MS = 1;
 
 function isLimiter(value: unknown): value is Limiter {
-  return typeof value === 'object' && value !== null && typeof (value as Limiter).limit === 'function' && typeof (value as Limiter).peek === 'function';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Limiter).limit === 'function' &&
+    typeof (value as Limiter).peek === 'function'
+  );
 }
 
 function storeErrorPolicy(value: unknown): StoreErrorPolicy {
@@ -74,7 +79,12 @@ const HOOKS = ['storeError', 'recover'];
 function failureHooks(value: unknown): FailureHooks {
   if (value === undefined) return {};
   const hooks = nestedOptions('hooks', value, HOOKS);
-  if (!HOOKS.every((name) => hooks[name] === undefined || typeof hooks[name] === 'function')) throw new InvalidOptionError('hooks', value, 'an object with optional storeError(failure) and recover(recovery) functions');
+  if (!HOOKS.every((name) => hooks[name] === undefined || typeof hooks[name] === 'function'))
+    throw new InvalidOptionError(
+      'hooks',
+      value,
+      'an object with optional storeError(failure) and recover(recovery) functions',
+    );
   return value as FailureHooks;
 }
 
@@ -84,7 +94,9 @@ function notify<T>(name: string, hook: ((event: T) => void) | undefined, event: 
   try {
     hook(event);
   } catch (error) {
-    warn(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, { type: 'SluiceHookWarning' });
+    warn(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, {
+      type: 'SluiceHookWarning',
+    });
   }
 }
 
@@ -178,17 +190,35 @@ export type StoreCall<T> = (validForMs: number) => Promise<T>;
 
 export interface FailureGuard {
   /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
-  decide(policies: readonly Policy[], call: StoreCall<Decision>, askFallback: (fallback: Limiter) => Promise<Decision>): Promise<Decision>;
+  decide(
+    policies: readonly Policy[],
+    call: StoreCall<Decision>,
+    askFallback: (fallback: Limiter) => Promise<Decision>,
+  ): Promise<Decision>;
   /** Runs a store call that has no decision to fall back on (reset): within the timeout, or a StoreError. */
   settle<T>(call: StoreCall<T>): Promise<T>;
 }
 
 /** A decision made without the store: every policy admits (fail open) or denies (fail closed) alike. */
-function withoutStore(policies: readonly Policy[], allowed: boolean, reason: FailureReason, error: StoreError): Decision {
+function withoutStore(
+  policies: readonly Policy[],
+  allowed: boolean,
+  reason: FailureReason,
+  error: StoreError,
+): Decision {
   const waitMs = allowed ? 0 : DENY_RETRY_AFTER_MS;
   const parts = policies.map((p) => policyDecision(p, allowed, allowed ? p.limit : 0, waitMs, waitMs));
   const first = parts[0];
-  return { allowed, limit: first?.limit ?? 0, remaining: first?.remaining ?? 0, resetAfterMs: waitMs, retryAfterMs: waitMs, policies: parts, reason, error };
+  return {
+    allowed,
+    limit: first?.limit ?? 0,
+    remaining: first?.remaining ?? 0,
+    resetAfterMs: waitMs,
+    retryAfterMs: waitMs,
+    policies: parts,
+    reason,
+    error,
+  };
 }
 
 /** Reads `timeout`, `onStoreError` and `hooks` from createLimiter's options. */
@@ -222,7 +252,11 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
    * the timeout. A reply after the timeout is ignored, and a late rejection is handled, never
    * unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
    */
-  function attempt<T>(call: StoreCall<T>, ok: (value: T) => void, fail: (reason: FailureReason, error: StoreError) => void): void {
+  function attempt<T>(
+    call: StoreCall<T>,
+    ok: (value: T) => void,
+    fail: (reason: FailureReason, error: StoreError) => void,
+  ): void {
     const pending = deadlines.add(() => {
       const error = new StoreTimeoutError(`no reply within ${timeoutMs} ms`);
       failed('timeout', error);
@@ -254,7 +288,8 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
     decide(policies, call, askFallback) {
       return new Promise((resolve, reject) => {
         attempt(call, resolve, (reason, error) => {
-          if (onStoreError === 'allow' || onStoreError === 'deny') resolve(withoutStore(policies, onStoreError === 'allow', reason, error));
+          if (onStoreError === 'allow' || onStoreError === 'deny')
+            resolve(withoutStore(policies, onStoreError === 'allow', reason, error));
           else askFallback(onStoreError).then((decision) => resolve({ ...decision, reason, error }), reject);
         });
       });

@@ -18,7 +18,8 @@ const hostProcess = (globalThis as { process?: HostProcess }).process;
  */
 export function warn(message: string, options: { type?: string; code?: string }): void {
   if (typeof hostProcess?.emitWarning === 'function') hostProcess.emitWarning(message, options);
-  else console.warn(`${options.type ?? 'Warning'}${options.code === undefined ? '' : ` [${options.code}]`}: ${message}`);
+  else
+    console.warn(`${options.type ?? 'Warning'}${options.code === undefined ? '' : ` [${options.code}]`}: ${message}`);
 }
 
 /**
@@ -27,7 +28,9 @@ export function warn(message: string, options: { type?: string; code?: string })
  * batch), a microtask elsewhere.
  */
 export const afterThisTick: (callback: () => void) => void =
-  typeof hostProcess?.nextTick === 'function' ? hostProcess.nextTick.bind(hostProcess) : (callback) => queueMicrotask(callback);
+  typeof hostProcess?.nextTick === 'function'
+    ? hostProcess.nextTick.bind(hostProcess)
+    : (callback) => queueMicrotask(callback);
 
 type Timer = ReturnType<typeof setTimeout>;
 
@@ -36,7 +39,8 @@ type Timer = ReturnType<typeof setTimeout>;
  * `navigator.userAgent` is 'Cloudflare-Workers'): a timer belongs to the request that set it and is
  * dropped when that request ends, so one armed for a request cannot serve another's deadline.
  */
-export const timersOutliveRequests = (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent !== 'Cloudflare-Workers';
+export const timersOutliveRequests =
+  (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent !== 'Cloudflare-Workers';
 
 /** Whether an armed timer keeps the process running (Node's and Bun's timers); a no-op where a timer is a number. */
 export function holdProcessOpen(timer: Timer | undefined, hold: boolean): void {

@@ -17,7 +17,11 @@ export const MAX_RAW_KEY_BYTES = 256;
 export function validPrefix(value: unknown): string {
   if (value === undefined) return DEFAULT_PREFIX;
   if (typeof value !== 'string' || !PREFIX.test(value) || !value.isWellFormed()) {
-    throw new InvalidOptionError('prefix', value, 'from 1 to 100 characters of well-formed Unicode without "{", "}" or spaces');
+    throw new InvalidOptionError(
+      'prefix',
+      value,
+      'from 1 to 100 characters of well-formed Unicode without "{", "}" or spaces',
+    );
   }
   return value;
 }
@@ -77,14 +81,22 @@ export function storageKey(prefix: string, key: string, suffix: string): string 
  * one key per policy, suffixed by its algorithm and its place in the list, so a per-call list of the
  * same shape (a tier) shares the state of the limiter's own.
  */
-export function callSuffixes(policies: readonly { readonly kind: { readonly id: string } }[], withStrikes = false): string[] {
+export function callSuffixes(
+  policies: readonly { readonly kind: { readonly id: string } }[],
+  withStrikes = false,
+): string[] {
   const suffixes = withStrikes ? ['blk', 'str'] : ['blk'];
   policies.forEach(({ kind }, i) => suffixes.push(i === 0 ? kind.id : `${kind.id}${i}`));
   return suffixes;
 }
 
 /** The Redis keys of one call: its client's stem and each of `callSuffixes`. */
-export function callKeys(prefix: string, key: string, policies: readonly { readonly kind: { readonly id: string } }[], withStrikes = false): string[] {
+export function callKeys(
+  prefix: string,
+  key: string,
+  policies: readonly { readonly kind: { readonly id: string } }[],
+  withStrikes = false,
+): string[] {
   return stemmed(prefix, clientId(key), callSuffixes(policies, withStrikes));
 }
 

@@ -104,18 +104,35 @@ function isStore(value: unknown): value is Store {
 }
 
 function isPolicy(value: unknown): value is Policy {
-  return typeof value === 'object' && value !== null && typeof (value as Policy).kind === 'object' && Array.isArray((value as Policy).params);
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Policy).kind === 'object' &&
+    Array.isArray((value as Policy).params)
+  );
 }
 
-function policyList(value: unknown, Invalid: typeof InvalidOptionError | typeof InvalidArgumentError): readonly Policy[] {
+function policyList(
+  value: unknown,
+  Invalid: typeof InvalidOptionError | typeof InvalidArgumentError,
+): readonly Policy[] {
   const list = Array.isArray(value) ? (value as unknown[]) : [value];
   if (list.length === 0 || !list.every(isPolicy)) {
-    throw new Invalid('policy', value, 'a policy such as fixedWindow({ limit: 5, window: "1s" }), or a non-empty array of them');
+    throw new Invalid(
+      'policy',
+      value,
+      'a policy such as fixedWindow({ limit: 5, window: "1s" }), or a non-empty array of them',
+    );
   }
   // Headers, problem bodies and decisions tell policies apart by name alone.
   const names = list.map((p) => p.name);
   const repeated = names.find((name, i) => names.indexOf(name) !== i);
-  if (repeated !== undefined) throw new Invalid('policy', value, `policies with distinct names; "${repeated}" names two of them (give each its own with { name })`);
+  if (repeated !== undefined)
+    throw new Invalid(
+      'policy',
+      value,
+      `policies with distinct names; "${repeated}" names two of them (give each its own with { name })`,
+    );
   return list;
 }
 
@@ -132,8 +149,14 @@ function costsByUnit(argument: string, cost: object, policies: readonly Policy[]
   if (Array.isArray(cost)) throw new InvalidArgumentError(argument, cost, COST_BY_UNIT);
   const units = new Set(policies.map((p) => p.counts));
   for (const [unit, amount] of Object.entries(cost)) {
-    if (!units.has(unit)) throw new InvalidArgumentError(`${argument}.${unit}`, amount, `the cost of a unit these policies count (${[...units].join(', ')})`);
-    if (!Number.isSafeInteger(amount) || (amount as number) < 0) throw new InvalidArgumentError(`${argument}.${unit}`, amount, 'a whole number of at least 0');
+    if (!units.has(unit))
+      throw new InvalidArgumentError(
+        `${argument}.${unit}`,
+        amount,
+        `the cost of a unit these policies count (${[...units].join(', ')})`,
+      );
+    if (!Number.isSafeInteger(amount) || (amount as number) < 0)
+      throw new InvalidArgumentError(`${argument}.${unit}`, amount, 'a whole number of at least 0');
   }
   const byUnit = cost as CostByUnit;
   return policies.map((p) => byUnit[p.counts] ?? 0);
@@ -143,13 +166,15 @@ function validCost(cost: unknown, policies: readonly Policy[]): Costs {
   if (cost === undefined) return 1;
   if (typeof cost === 'object' && cost !== null) {
     const costs = costsByUnit('cost', cost, policies);
-    if (costs.every((c) => c === 0)) throw new InvalidArgumentError('cost', cost, 'a cost above 0 in at least one unit');
+    if (costs.every((c) => c === 0))
+      throw new InvalidArgumentError('cost', cost, 'a cost above 0 in at least one unit');
     policies.forEach((p, i) => {
       if ((costs[i] as number) > p.maxCost) throw new CostExceedsLimitError(costs[i] as number, p.maxCost);
     });
     return costs;
   }
-  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1) throw new InvalidArgumentError('cost', cost, `a whole number of at least 1, or ${COST_BY_UNIT}`);
+  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1)
+    throw new InvalidArgumentError('cost', cost, `a whole number of at least 1, or ${COST_BY_UNIT}`);
   const tightest = Math.min(...policies.map((p) => p.maxCost));
   if (cost > tightest) throw new CostExceedsLimitError(cost, tightest);
   return cost;
@@ -159,7 +184,12 @@ function validCost(cost: unknown, policies: readonly Policy[]): Costs {
 function validAmount(argument: string, amount: unknown, policies: readonly Policy[], zero: boolean): Costs {
   if (typeof amount === 'object' && amount !== null) return costsByUnit(argument, amount, policies);
   const least = zero ? 0 : 1;
-  if (!Number.isSafeInteger(amount) || (amount as number) < least) throw new InvalidArgumentError(argument, amount, `a whole number from ${least} to ${Number.MAX_SAFE_INTEGER}, or ${COST_BY_UNIT}`);
+  if (!Number.isSafeInteger(amount) || (amount as number) < least)
+    throw new InvalidArgumentError(
+      argument,
+      amount,
+      `a whole number from ${least} to ${Number.MAX_SAFE_INTEGER}, or ${COST_BY_UNIT}`,
+    );
   return amount as number;
 }
 
@@ -174,7 +204,8 @@ function promised<T>(start: () => Promise<T>): Promise<T> {
 
 function callOptions<T extends object>(value: T | undefined): Partial<T> {
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null) throw new InvalidArgumentError('options', value, 'an object such as { cost: 2 }');
+  if (typeof value !== 'object' || value === null)
+    throw new InvalidArgumentError('options', value, 'an object such as { cost: 2 }');
   return value;
 }
 
@@ -182,7 +213,11 @@ function callOptions<T extends object>(value: T | undefined): Partial<T> {
  * limitMany through a limiter's `limit` (its own, or an observed one): every key is checked before
  * anything is sent, so a bad key counts nothing; the rest are asked at once (one batch in Redis).
  */
-export async function limitEach(limit: Limiter['limit'], keys: unknown, limitOptions?: LimitOptions): Promise<Decision[]> {
+export async function limitEach(
+  limit: Limiter['limit'],
+  keys: unknown,
+  limitOptions?: LimitOptions,
+): Promise<Decision[]> {
   if (!Array.isArray(keys)) throw new InvalidArgumentError('keys', keys, 'an array of keys');
   keys.forEach(validKey);
   return Promise.all(keys.map((key: string) => limit(key, limitOptions)));
@@ -192,7 +227,8 @@ export async function limitEach(limit: Limiter['limit'], keys: unknown, limitOpt
 export async function waitThrough(limit: Limiter['limit'], key: string, waitOptions?: WaitOptions): Promise<Decision> {
   const { timeout, signal, ...limitOptions } = callOptions(waitOptions);
   const timeoutMs = timeout === undefined ? Infinity : parseDuration('timeout', timeout, 1, InvalidArgumentError);
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', signal, 'an AbortSignal');
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new InvalidArgumentError('signal', signal, 'an AbortSignal');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     signal?.throwIfAborted();
@@ -252,7 +288,17 @@ interface Sent {
   reply?: Reply;
 }
 
-const LIMITER_OPTIONS = ['store', 'policy', 'prefix', 'shadow', 'penalty', 'deniedCache', 'timeout', 'onStoreError', 'hooks'];
+const LIMITER_OPTIONS = [
+  'store',
+  'policy',
+  'prefix',
+  'shadow',
+  'penalty',
+  'deniedCache',
+  'timeout',
+  'onStoreError',
+  'hooks',
+];
 
 const POLICY_INSTEAD = 'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them';
 
@@ -278,11 +324,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const store = o.store;
   const policies = policyList(o.policy, InvalidOptionError);
   const prefix = validPrefix(o.prefix);
-  if (o.shadow !== undefined && typeof o.shadow !== 'boolean') throw new InvalidOptionError('shadow', o.shadow, 'true or false');
+  if (o.shadow !== undefined && typeof o.shadow !== 'boolean')
+    throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
   const guard = failureGuard(o);
   // A concurrency slot can be released at any moment, so its denials cannot be cached.
-  const denied = o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency') ? undefined : new DeniedCache(o.deniedCache);
+  const denied =
+    o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency')
+      ? undefined
+      : new DeniedCache(o.deniedCache);
   let penalty = { strikes: 0, blockMs: 0 };
   if (o.penalty !== undefined) {
     const p = nestedOptions('penalty', o.penalty, ['after', 'block']);
@@ -314,7 +364,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /** One guarded store call: it counts nothing if it reaches the store after `validForMs`. */
-  function run(validForMs: number, id: string, list: readonly Policy[], op: Op, cost: Costs = 1, target = 0, ms = 0): Promise<Reply> {
+  function run(
+    validForMs: number,
+    id: string,
+    list: readonly Policy[],
+    op: Op,
+    cost: Costs = 1,
+    target = 0,
+    ms = 0,
+  ): Promise<Reply> {
     return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
   }
 
@@ -322,7 +380,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
    * A limit or peek decision. A local store answers at once and cannot fail; any other store is
    * asked through the failure guard. `sent` learns the store's reply, if it answered.
    */
-  function decideBy(id: string, list: readonly Policy[], op: 'limit' | 'peek', cost: Costs, fallback: (limiter: Limiter) => Promise<Decision>, sent?: Sent) {
+  function decideBy(
+    id: string,
+    list: readonly Policy[],
+    op: 'limit' | 'peek',
+    cost: Costs,
+    fallback: (limiter: Limiter) => Promise<Decision>,
+    sent?: Sent,
+  ) {
     if (runLocally) {
       const reply = runLocally(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
       if (sent) sent.reply = reply;
@@ -344,7 +409,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   const ownLeases = policies.some((p) => p.algorithm === 'concurrency');
-  const shadowed = (decision: Decision): Decision => ({ ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed });
+  const shadowed = (decision: Decision): Decision => ({
+    ...decision,
+    allowed: true,
+    retryAfterMs: 0,
+    shadow: true,
+    shadowDenied: !decision.allowed,
+  });
 
   /** Decides and counts one request; `sent` learns what was asked, and the store's reply if it answered. Throws on bad input. */
   function consume(key: string, options: LimitOptions | undefined, leases: boolean, sent?: Sent): Promise<Decision> {
@@ -354,14 +425,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const cost = validCost(rawCost, list);
     if (sent) Object.assign(sent, { list, cost });
     if (leases !== (list === policies ? ownLeases : list.some((p) => p.algorithm === 'concurrency'))) {
-      throw new WrongMethodError(leases ? 'acquire() needs a concurrency policy' : 'a concurrency policy takes slots with acquire(), which returns a lease to release');
+      throw new WrongMethodError(
+        leases
+          ? 'acquire() needs a concurrency policy'
+          : 'a concurrency policy takes slots with acquire(), which returns a lease to release',
+      );
     }
     // Only the limiter's own policies, at cost 1, go through the denied-key cache.
     const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
     const cached = cache?.lookup(k);
     if (cached) return Promise.resolve(shadow ? shadowed(cached) : cached);
     const sentAt = cache?.now() ?? 0;
-    const fallback = (other: Limiter) => (leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost }));
+    const fallback = (other: Limiter) =>
+      leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost });
     let decision = decideBy(clientId(k), list, 'limit', cost, fallback, sent);
     if (cache) {
       decision = decision.then((made) => {
@@ -391,7 +467,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // Every key of the client, the strikes key included even without a penalty box: an earlier
       // configuration with one may have left strikes.
       const keys = callKeys(prefix, k, policies, true);
-      await guard.settle((validForMs) => store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), validForMs));
+      await guard.settle((validForMs) =>
+        store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), validForMs),
+      );
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
@@ -414,7 +492,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
           const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
           const deltas = list.map((_, i) => each(actualCosts, i) - each(estimate, i));
           denied?.forget(key);
-          const settling = deltas.every((d) => d === 0) ? Promise.resolve(true) : guard.settle((validForMs) => run(validForMs, clientId(key), list, 'settle', deltas)).then(() => true);
+          const settling = deltas.every((d) => d === 0)
+            ? Promise.resolve(true)
+            : guard.settle((validForMs) => run(validForMs, clientId(key), list, 'settle', deltas)).then(() => true);
           settled = settling.catch((error: unknown) => {
             // Nothing changed (a late call counts nothing): it may be settled again.
             settled = undefined;
@@ -444,13 +524,20 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const held = list.flatMap((policy, i) => {
         const id = reply?.[3 + i * 5 + 4] ?? 0;
         const slots = typeof cost === 'number' ? cost : (cost[i] as number);
-        return policy.algorithm === 'concurrency' && id > 0 ? [{ policy, id, slots, keys: [...keys.slice(0, first), keys[first + i]] as string[] }] : [];
+        return policy.algorithm === 'concurrency' && id > 0
+          ? [{ policy, id, slots, keys: [...keys.slice(0, first), keys[first + i]] as string[] }]
+          : [];
       });
       const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
         const replies = await Promise.all(
           held.map(({ policy, id, slots, keys }) =>
             guard.settle((validForMs) =>
-              store.run(scriptFor([policy.kind]), keys, scriptArgs({ op, cost: slots, target: id, ms: msFor(policy), penalty, policies: [policy] }), validForMs),
+              store.run(
+                scriptFor([policy.kind]),
+                keys,
+                scriptArgs({ op, cost: slots, target: id, ms: msFor(policy), penalty, policies: [policy] }),
+                validForMs,
+              ),
             ),
           ),
         );

@@ -20,7 +20,11 @@ export interface Call {
   readonly ms: number;
   /** Consecutive denials that block the key (0: never), and for how long. */
   readonly penalty: { readonly strikes: number; readonly blockMs: number };
-  readonly policies: readonly { readonly kind: Algorithm; readonly params: readonly number[]; readonly maxCost: number }[];
+  readonly policies: readonly {
+    readonly kind: Algorithm;
+    readonly params: readonly number[];
+    readonly maxCost: number;
+  }[];
 }
 
 /*
@@ -280,7 +284,16 @@ export function compiled(policies: Call['policies']): Compiled {
 /** ARGV for a call, in the driver's layout. */
 export function scriptArgs(call: Call): Arg[] {
   const { cost, policies } = call;
-  const head = [call.op, typeof cost === 'number' ? cost : EACH, call.target, call.ms, call.penalty.strikes, call.penalty.blockMs, policies.length, ...compiled(policies).policyArgs];
+  const head = [
+    call.op,
+    typeof cost === 'number' ? cost : EACH,
+    call.target,
+    call.ms,
+    call.penalty.strikes,
+    call.penalty.blockMs,
+    policies.length,
+    ...compiled(policies).policyArgs,
+  ];
   if (typeof cost === 'number') return head;
   if (call.op !== 'settle') return [...head, ...cost];
   return [...head, ...cost.flatMap((c, i) => [c, (policies[i] as { readonly maxCost: number }).maxCost])];
@@ -400,7 +413,8 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         // As the Lua's: [denials in a row, when they are forgotten].
         const held = entries[1] as Entry<readonly [number, number]> | undefined;
         const strikes = held !== undefined && held.value[1] > now ? held.value[0] + 1 : 1;
-        writes[1] = strikes >= call.strikesToBlock ? null : { value: [strikes, now + call.blockMs], ttlMs: call.blockMs + 1 };
+        writes[1] =
+          strikes >= call.strikesToBlock ? null : { value: [strikes, now + call.blockMs], ttlMs: call.blockMs + 1 };
         if (strikes >= call.strikesToBlock) writes[0] = { value: now + call.blockMs, ttlMs: call.blockMs };
       }
     }
@@ -418,9 +432,20 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
   if (!script) {
     const twin = driverTwin(unique);
     const withoutPexpiretime = unique.some((a) => a.luaWithoutPexpiretime !== undefined)
-      ? build(`${name} without PEXPIRETIME`, unique.map((a) => a.luaWithoutPexpiretime ?? a.lua), twin)
+      ? build(
+          `${name} without PEXPIRETIME`,
+          unique.map((a) => a.luaWithoutPexpiretime ?? a.lua),
+          twin,
+        )
       : undefined;
-    script = { ...build(name, unique.map((a) => a.lua), twin), withoutPexpiretime };
+    script = {
+      ...build(
+        name,
+        unique.map((a) => a.lua),
+        twin,
+      ),
+      withoutPexpiretime,
+    };
     scripts.set(name, script);
   }
   return script;

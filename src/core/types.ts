@@ -88,7 +88,11 @@ export interface Script {
    * undefined when `lua` runs on any Redis from 6.2.
    */
   readonly withoutPexpiretime?: Script;
-  twin(now: number, entries: readonly (Entry<unknown> | undefined)[], args: readonly Arg[]): {
+  twin(
+    now: number,
+    entries: readonly (Entry<unknown> | undefined)[],
+    args: readonly Arg[],
+  ): {
     reply: Reply;
     writes: readonly Write<unknown>[];
   };

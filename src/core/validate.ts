@@ -9,7 +9,12 @@ export type PeerNames = Readonly<Record<string, string>>;
  * no type check, so without this a mistyped option, or one carried over from another library,
  * would be silently ignored; for the latter, `peerNames` says what to use instead.
  */
-export function optionsObject(factory: string, value: unknown, known: readonly string[], peerNames: PeerNames = {}): Record<string, unknown> {
+export function optionsObject(
+  factory: string,
+  value: unknown,
+  known: readonly string[],
+  peerNames: PeerNames = {},
+): Record<string, unknown> {
   return checkedOptions(factory, '', value, known, peerNames);
 }
 
@@ -18,7 +23,13 @@ export function nestedOptions(option: string, value: unknown, known: readonly st
   return checkedOptions(option, `${option}.`, value, known, {});
 }
 
-function checkedOptions(owner: string, path: string, value: unknown, known: readonly string[], peerNames: PeerNames): Record<string, unknown> {
+function checkedOptions(
+  owner: string,
+  path: string,
+  value: unknown,
+  known: readonly string[],
+  peerNames: PeerNames,
+): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidOptionError(owner, value, 'an options object');
   }
@@ -26,7 +37,12 @@ function checkedOptions(owner: string, path: string, value: unknown, known: read
   const unknown = Object.keys(options).find((key) => !known.includes(key));
   if (unknown !== undefined) {
     const instead = Object.hasOwn(peerNames, unknown) ? peerNames[unknown] : `its options are ${known.join(', ')}`;
-    throw new InvalidOptionError(path + unknown, options[unknown], `one of ${owner}'s options`, `${owner} has no option "${unknown}"; ${instead}`);
+    throw new InvalidOptionError(
+      path + unknown,
+      options[unknown],
+      `one of ${owner}'s options`,
+      `${owner} has no option "${unknown}"; ${instead}`,
+    );
   }
   return options;
 }
@@ -52,7 +68,11 @@ const POLICY_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 export function policyUnit(value: unknown): string {
   if (value === undefined) return REQUESTS;
   if (typeof value !== 'string' || !POLICY_NAME.test(value)) {
-    throw new InvalidOptionError('counts', value, 'a unit such as "tokens": from 1 to 64 characters of A-Z, a-z, 0-9, "_", ".", ":" or "-"');
+    throw new InvalidOptionError(
+      'counts',
+      value,
+      'a unit such as "tokens": from 1 to 64 characters of A-Z, a-z, 0-9, "_", ".", ":" or "-"',
+    );
   }
   return value;
 }

@@ -34,13 +34,27 @@ const MAX_TRUSTED_PROXIES = 10;
 export function clientAddressConfig(options: ClientAddressOptions, proxySetting?: string): ClientAddressConfig {
   const { trustedProxies = 0, proxyHeader = 'x-forwarded-for', ipv6Subnet = 56 } = options;
   if (trustedProxies === 'framework' && proxySetting === undefined) {
-    throw new InvalidOptionError('trustedProxies', trustedProxies, `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}: this framework has no proxy setting of its own to defer to`);
+    throw new InvalidOptionError(
+      'trustedProxies',
+      trustedProxies,
+      `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}: this framework has no proxy setting of its own to defer to`,
+    );
   }
   const deferred = trustedProxies === 'framework';
-  if (!deferred && (typeof trustedProxies !== 'number' || !Number.isInteger(trustedProxies) || trustedProxies < 0 || trustedProxies > MAX_TRUSTED_PROXIES)) {
+  if (
+    !deferred &&
+    (typeof trustedProxies !== 'number' ||
+      !Number.isInteger(trustedProxies) ||
+      trustedProxies < 0 ||
+      trustedProxies > MAX_TRUSTED_PROXIES)
+  ) {
     // `true` (trust every proxy) would let any client choose its own key by writing the header.
     const framework = proxySetting === undefined ? '' : `, or "framework" to defer to ${proxySetting}`;
-    throw new InvalidOptionError('trustedProxies', trustedProxies, `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}${framework} (sluice never trusts every proxy: clients could forge their key)`);
+    throw new InvalidOptionError(
+      'trustedProxies',
+      trustedProxies,
+      `the number of proxies in front of this server, a whole number from 0 to ${MAX_TRUSTED_PROXIES}${framework} (sluice never trusts every proxy: clients could forge their key)`,
+    );
   }
   if (proxyHeader !== 'x-forwarded-for' && proxyHeader !== 'forwarded') {
     throw new InvalidOptionError('proxyHeader', proxyHeader, '"x-forwarded-for" or "forwarded"');
@@ -103,7 +117,11 @@ function ipv6Text(words: readonly number[]): string {
     while (words[end] === 0) end++;
     if (end - at > run.length) run = { at, length: end - at };
   }
-  const hex = (from: number, to: number) => words.slice(from, to).map((word) => word.toString(16)).join(':');
+  const hex = (from: number, to: number) =>
+    words
+      .slice(from, to)
+      .map((word) => word.toString(16))
+      .join(':');
   if (run.at === -1) return hex(0, 8);
   if (run.at === 0 && run.length === 6) return `::${dotted(words[6]!, words[7]!)}`;
   return `${hex(0, run.at)}::${hex(run.at + run.length, 8)}`;
@@ -187,13 +205,22 @@ export interface ClientAddress {
  * client or by proxies nobody vouches for, so it is never read. With `trustedProxies: 'framework'`,
  * `frameworkAddress`, the one its own proxy setting chose.
  */
-export function findClientAddress(config: ClientAddressConfig, socketAddress: string | undefined, headerValue: string | undefined, frameworkAddress?: string): ClientAddress {
-  if (config.trustedProxies === 'framework') return { address: frameworkAddress === undefined ? undefined : parseAddress(frameworkAddress) };
+export function findClientAddress(
+  config: ClientAddressConfig,
+  socketAddress: string | undefined,
+  headerValue: string | undefined,
+  frameworkAddress?: string,
+): ClientAddress {
+  if (config.trustedProxies === 'framework')
+    return { address: frameworkAddress === undefined ? undefined : parseAddress(frameworkAddress) };
   const socket = socketAddress === undefined ? undefined : parseAddress(socketAddress);
   if (config.trustedProxies === 0) {
     return headerValue === undefined ? { address: socket } : { address: socket, problem: 'proxy-header-ignored' };
   }
-  const chain = [...(headerValue === undefined ? [] : headerHops(config.proxyHeader, headerValue)), socketAddress ?? ''];
+  const chain = [
+    ...(headerValue === undefined ? [] : headerHops(config.proxyHeader, headerValue)),
+    socketAddress ?? '',
+  ];
   const index = chain.length - 1 - config.trustedProxies;
   // Too few hops: the leftmost is the best guess (the nearest proxy saw it), and it is reported.
   const hop = chain[Math.max(0, index)] ?? '';

@@ -18,7 +18,15 @@ import type { Decision, PolicyDecision } from '../core/types.js';
  */
 export type HeaderMode = 'draft-11' | 'draft-8' | 'draft-7' | 'draft-6' | 'legacy' | 'openai' | false;
 
-export const HEADER_MODES: readonly HeaderMode[] = ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy', 'openai', false];
+export const HEADER_MODES: readonly HeaderMode[] = [
+  'draft-11',
+  'draft-8',
+  'draft-7',
+  'draft-6',
+  'legacy',
+  'openai',
+  false,
+];
 
 export type HeaderFields = Readonly<Record<string, string>>;
 
@@ -139,7 +147,12 @@ export function openAiHeaders(entries: readonly PolicyDecision[]): HeaderFields 
 }
 
 /** The rate-limit fields of one mode, without Retry-After; `key` is the client's, for draft-8's `pk`. */
-export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[], nowMs: number, key?: string): HeaderFields {
+export function modeHeaders(
+  mode: HeaderMode,
+  entries: readonly PolicyDecision[],
+  nowMs: number,
+  key?: string,
+): HeaderFields {
   switch (mode) {
     case 'draft-11':
       return draft11Headers(entries);
@@ -161,7 +174,11 @@ export function modeHeaders(mode: HeaderMode, entries: readonly PolicyDecision[]
 export function validHeaderMode(value: unknown): HeaderMode {
   if (value === undefined) return 'draft-11';
   if (!HEADER_MODES.includes(value as HeaderMode)) {
-    throw new InvalidOptionError('headers', value, `one of ${HEADER_MODES.map((mode) => JSON.stringify(mode)).join(', ')}`);
+    throw new InvalidOptionError(
+      'headers',
+      value,
+      `one of ${HEADER_MODES.map((mode) => JSON.stringify(mode)).join(', ')}`,
+    );
   }
   return value as HeaderMode;
 }
@@ -176,7 +193,12 @@ export function violated(decision: Decision): readonly PolicyDecision[] {
  * `Retry-After` (RFC 9110) on a denial, in whole seconds rounded up, so a client that waits that
  * long is admitted. `key`, the client's, gives draft-8 its partition key.
  */
-export function rateLimitHeaders(decision: Decision, mode: HeaderMode = 'draft-11', nowMs = Date.now(), key?: string): HeaderFields {
+export function rateLimitHeaders(
+  decision: Decision,
+  mode: HeaderMode = 'draft-11',
+  nowMs = Date.now(),
+  key?: string,
+): HeaderFields {
   const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs, key) };
   if (!decision.allowed) {
     headers['Retry-After'] = String(seconds(decision.retryAfterMs));
@@ -196,5 +218,7 @@ export interface RateLimitResponse {
 /** Status and draft-11 headers for a decision, framework-neutral. */
 export function rateLimitResponse(decision: Decision): RateLimitResponse {
   const headers = rateLimitHeaders(decision);
-  return decision.allowed ? { status: 200, statusText: 'OK', headers } : { status: 429, statusText: 'Too Many Requests', headers };
+  return decision.allowed
+    ? { status: 200, statusText: 'OK', headers }
+    : { status: 429, statusText: 'Too Many Requests', headers };
 }

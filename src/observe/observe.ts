@@ -12,7 +12,10 @@ export type MetricAttributes = Readonly<Record<string, string>>;
  * (`metrics.getMeter('my-app')` or `meterProvider.getMeter(...)`) fits as it is.
  */
 export interface MeterLike {
-  createCounter(name: string, options?: { description?: string; unit?: string }): { add(value: number, attributes?: MetricAttributes): void };
+  createCounter(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): { add(value: number, attributes?: MetricAttributes): void };
   createHistogram(
     name: string,
     options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
@@ -95,15 +98,23 @@ interface Instruments {
 
 function instrumentsOf(meter: MeterLike): Instruments {
   return {
-    allowed: meter.createCounter('sluice.requests.allowed', { description: 'Requests admitted by limit(), shadow-denied ones included' }),
+    allowed: meter.createCounter('sluice.requests.allowed', {
+      description: 'Requests admitted by limit(), shadow-denied ones included',
+    }),
     denied: meter.createCounter('sluice.requests.denied', { description: 'Requests denied by limit()' }),
-    shadowDenied: meter.createCounter('sluice.requests.shadow_denied', { description: 'Requests admitted in shadow mode that the policy would have denied' }),
-    storeErrors: meter.createCounter('sluice.store.errors', { description: 'Calls that failed in the store: rejected, or answered without it' }),
+    shadowDenied: meter.createCounter('sluice.requests.shadow_denied', {
+      description: 'Requests admitted in shadow mode that the policy would have denied',
+    }),
+    storeErrors: meter.createCounter('sluice.store.errors', {
+      description: 'Calls that failed in the store: rejected, or answered without it',
+    }),
     duration: meter.createHistogram('sluice.operation.duration', {
       description: 'How long limit(), peek() and reset() took, store round trip included',
       unit: 's',
       // A Redis round trip takes a fraction of a millisecond to a few; the SDK's default buckets start at 5 (seconds).
-      advice: { explicitBucketBoundaries: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1] },
+      advice: {
+        explicitBucketBoundaries: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      },
     }),
   };
 }
@@ -119,12 +130,24 @@ function loadGlobalMeter(): Promise<MeterLike | undefined> {
 }
 
 function isMeter(value: unknown): value is MeterLike {
-  return typeof value === 'object' && value !== null && typeof (value as MeterLike).createCounter === 'function' && typeof (value as MeterLike).createHistogram === 'function';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as MeterLike).createCounter === 'function' &&
+    typeof (value as MeterLike).createHistogram === 'function'
+  );
 }
 
 function isLimiter(value: unknown): value is Limiter {
   const limiter = value as Limiter;
-  return typeof value === 'object' && value !== null && typeof limiter.limit === 'function' && typeof limiter.peek === 'function' && typeof limiter.reset === 'function' && typeof limiter.policy === 'object';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof limiter.limit === 'function' &&
+    typeof limiter.peek === 'function' &&
+    typeof limiter.reset === 'function' &&
+    typeof limiter.policy === 'object'
+  );
 }
 
 function optionalFunction<T>(option: string, value: unknown): T | undefined {
@@ -152,7 +175,9 @@ function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
   try {
     hook(build());
   } catch (error) {
-    warn(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, { code: 'SLUICE_HOOK_FAILED' });
+    warn(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, {
+      code: 'SLUICE_HOOK_FAILED',
+    });
   }
 }
 
@@ -164,8 +189,10 @@ function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
   const o = optionsObject('observe', options, ['meter', 'onDecision', 'onStoreError', 'onRecover', 'includeKeys']);
-  if (o.meter !== undefined && !isMeter(o.meter)) throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
-  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean') throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
+  if (o.meter !== undefined && !isMeter(o.meter))
+    throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
+  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
+    throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
   const onDecision = optionalFunction<ObserveOptions['onDecision']>('onDecision', o.onDecision);
   const onStoreError = optionalFunction<ObserveOptions['onStoreError']>('onStoreError', o.onStoreError);
   const onRecover = optionalFunction<ObserveOptions['onRecover']>('onRecover', o.onRecover);
@@ -187,12 +214,23 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     peek: { ...labels, 'sluice.operation': 'peek' },
     reset: { ...labels, 'sluice.operation': 'reset' },
   };
-  const eventBase = (operation: Operation, key: string): LimiterEvent => ({ ...where, operation, ...(includeKeys ? { key } : {}) });
+  const eventBase = (operation: Operation, key: string): LimiterEvent => ({
+    ...where,
+    operation,
+    ...(includeKeys ? { key } : {}),
+  });
 
   let failuresInARow = 0;
   let failingSince = 0;
 
-  function storeError(operation: Operation, key: string, durationMs: number, reason: string, error: unknown, decision?: Decision): void {
+  function storeError(
+    operation: Operation,
+    key: string,
+    durationMs: number,
+    reason: string,
+    error: unknown,
+    decision?: Decision,
+  ): void {
     if (failuresInARow++ === 0) failingSince = Date.now();
     instruments?.storeErrors.add(1, { ...byOperation[operation], 'sluice.error.reason': reason });
     emit(onStoreError, () => ({
@@ -213,7 +251,11 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
   }
 
   /** Runs one call, timing it and reporting a rejection as a store error; misuse passes through untouched. */
-  async function timed<T>(operation: Operation, key: string, call: () => Promise<T>): Promise<{ result: T; durationMs: number }> {
+  async function timed<T>(
+    operation: Operation,
+    key: string,
+    call: () => Promise<T>,
+  ): Promise<{ result: T; durationMs: number }> {
     const started = performance.now();
     let outcome: { result: T } | { error: unknown };
     try {
@@ -240,7 +282,14 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
       if (extras.shadow === true && extras.shadowDenied === true) instruments.shadowDenied.add(1, labels);
     }
     if (typeof extras.reason === 'string' && FAILURE_REASONS.has(extras.reason)) {
-      storeError(operation, key, durationMs, extras.reason, extras.error ?? `the store failed (${extras.reason})`, decision);
+      storeError(
+        operation,
+        key,
+        durationMs,
+        extras.reason,
+        extras.error ?? `the store failed (${extras.reason})`,
+        decision,
+      );
     } else {
       success(operation, key);
     }
@@ -257,8 +306,10 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     peek: (key, peekOptions) => decide('peek', key, () => limiter.peek(key, peekOptions)),
     // A lease is a decision too: counted as one, and returned whole so it can be released.
-    acquire: (key, acquireOptions) => decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,
-    reserve: (key, reserveOptions) => decide('limit', key, () => limiter.reserve(key, reserveOptions)) as Promise<Reservation>,
+    acquire: (key, acquireOptions) =>
+      decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,
+    reserve: (key, reserveOptions) =>
+      decide('limit', key, () => limiter.reserve(key, reserveOptions)) as Promise<Reservation>,
     async reset(key) {
       await timed('reset', key, () => limiter.reset(key));
       success('reset', key);

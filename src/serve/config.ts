@@ -73,8 +73,27 @@ export interface ServeConfig {
 }
 
 const DOCUMENT_FIELDS = ['domain', 'descriptors'];
-const DESCRIPTOR_FIELDS = ['key', 'value', 'rate_limit', 'rate_limits', 'shadow_mode', 'detailed_metric', 'value_to_metric', 'share_threshold', 'descriptors'];
-const RATE_LIMIT_FIELDS = ['unit', 'requests_per_unit', 'name', 'unlimited', 'replaces', 'algorithm', 'window', 'burst'];
+const DESCRIPTOR_FIELDS = [
+  'key',
+  'value',
+  'rate_limit',
+  'rate_limits',
+  'shadow_mode',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'descriptors',
+];
+const RATE_LIMIT_FIELDS = [
+  'unit',
+  'requests_per_unit',
+  'name',
+  'unlimited',
+  'replaces',
+  'algorithm',
+  'window',
+  'burst',
+];
 const ALGORITHMS = ['fixed_window', 'sliding_log', 'sliding_window', 'token_bucket', 'gcra'] as const;
 type AlgorithmName = (typeof ALGORITHMS)[number];
 // Names that sluice's RateLimit headers can carry as they are; any other name is kept for `replaces` only.
@@ -94,7 +113,8 @@ class Reader {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) this.fail(path, 'must be a map', value);
     const fields = value as Fields;
     const unknown = Object.keys(fields).find((name) => !known.includes(name));
-    if (unknown !== undefined) this.fail(join2(path, unknown), `unknown field "${unknown}"; the fields here are ${known.join(', ')}`);
+    if (unknown !== undefined)
+      this.fail(join2(path, unknown), `unknown field "${unknown}"; the fields here are ${known.join(', ')}`);
     return fields;
   }
 
@@ -131,7 +151,13 @@ const FIELD_OF_OPTION: Readonly<Record<string, string>> = {
   name: 'name',
 };
 
-function buildPolicy(algorithm: AlgorithmName, requestsPerUnit: number, windowMs: number, burst: number | undefined, name: string | undefined): Policy {
+function buildPolicy(
+  algorithm: AlgorithmName,
+  requestsPerUnit: number,
+  windowMs: number,
+  burst: number | undefined,
+  name: string | undefined,
+): Policy {
   const named = name === undefined ? {} : { name };
   switch (algorithm) {
     case 'fixed_window':
@@ -141,7 +167,11 @@ function buildPolicy(algorithm: AlgorithmName, requestsPerUnit: number, windowMs
     case 'sliding_window':
       return slidingWindow({ limit: requestsPerUnit, window: windowMs, ...named });
     case 'token_bucket':
-      return tokenBucket({ capacity: burst ?? requestsPerUnit, refillPerSecond: (requestsPerUnit * 1000) / windowMs, ...named });
+      return tokenBucket({
+        capacity: burst ?? requestsPerUnit,
+        refillPerSecond: (requestsPerUnit * 1000) / windowMs,
+        ...named,
+      });
     case 'gcra':
       return gcra({ limit: requestsPerUnit, period: windowMs, ...(burst === undefined ? {} : { burst }), ...named });
   }
@@ -168,10 +198,13 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
     const replaced = reader.map(`${at('replaces')}[${i}]`, item, ['name']);
     return reader.text(`${at('replaces')}[${i}].name`, replaced.name);
   });
-  if (name !== undefined && replaces.includes(name)) reader.fail(at('replaces'), `a rate limit cannot replace itself ("${name}")`);
+  if (name !== undefined && replaces.includes(name))
+    reader.fail(at('replaces'), `a rate limit cannot replace itself ("${name}")`);
   const unlimited = reader.flag(at('unlimited'), fields.unlimited);
   if (unlimited) {
-    const counted = ['unit', 'window', 'requests_per_unit', 'algorithm', 'burst'].find((field) => fields[field] !== undefined);
+    const counted = ['unit', 'window', 'requests_per_unit', 'algorithm', 'burst'].find(
+      (field) => fields[field] !== undefined,
+    );
     if (counted !== undefined) reader.fail(at(counted), `"unlimited: true" takes no ${counted}`, fields[counted]);
     return { limits: [], unlimited, names: name === undefined ? [] : [name], replaces };
   }
@@ -179,7 +212,8 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
   if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 1 || rpu > 0xffff_ffff) {
     reader.fail(at('requests_per_unit'), 'must be a whole number from 1 to 4294967295', rpu);
   }
-  if (fields.unit !== undefined && fields.window !== undefined) reader.fail(at('window'), 'give "unit" or "window", not both', fields.window);
+  if (fields.unit !== undefined && fields.window !== undefined)
+    reader.fail(at('window'), 'give "unit" or "window", not both', fields.window);
   let windowMs: number;
   let unit: UnitName;
   if (fields.window !== undefined) {
@@ -188,14 +222,17 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
   } else {
     const given = fields.unit;
     unit = (typeof given === 'string' ? given.toUpperCase() : '') as UnitName;
-    if (!Object.hasOwn(UNIT_MS, unit)) reader.fail(at('unit'), 'must be second, minute, hour or day (or give a "window" such as 5m)', given);
+    if (!Object.hasOwn(UNIT_MS, unit))
+      reader.fail(at('unit'), 'must be second, minute, hour or day (or give a "window" such as 5m)', given);
     windowMs = UNIT_MS[unit as keyof typeof UNIT_MS];
   }
   const algorithm = (fields.algorithm ?? 'fixed_window') as AlgorithmName;
-  if (!ALGORITHMS.includes(algorithm)) reader.fail(at('algorithm'), `must be one of ${ALGORITHMS.join(', ')}`, fields.algorithm);
+  if (!ALGORITHMS.includes(algorithm))
+    reader.fail(at('algorithm'), `must be one of ${ALGORITHMS.join(', ')}`, fields.algorithm);
   let burst: number | undefined;
   if (fields.burst !== undefined) {
-    if (algorithm !== 'token_bucket' && algorithm !== 'gcra') reader.fail(at('burst'), 'applies to token_bucket and gcra only', fields.burst);
+    if (algorithm !== 'token_bucket' && algorithm !== 'gcra')
+      reader.fail(at('burst'), 'applies to token_bucket and gcra only', fields.burst);
     burst = fields.burst as number;
   }
   const policyName = name !== undefined && HEADER_SAFE_NAME.test(name) ? name : undefined;
@@ -205,9 +242,18 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
   } catch (error) {
     if (!(error instanceof InvalidOptionError)) throw error;
     const field = FIELD_OF_OPTION[error.option] ?? error.option;
-    reader.fail(at(field === 'window' && fields.window === undefined ? 'unit' : field), error.message.replace(/^sluice: option "[^"]+" must be /, `for ${algorithm}, must be `).replace(/; got .*$/, ''), fields[field] ?? fields.unit);
+    reader.fail(
+      at(field === 'window' && fields.window === undefined ? 'unit' : field),
+      error.message.replace(/^sluice: option "[^"]+" must be /, `for ${algorithm}, must be `).replace(/; got .*$/, ''),
+      fields[field] ?? fields.unit,
+    );
   }
-  return { limits: [{ policy, reported: { requestsPerUnit: rpu, unit, ...(name === undefined ? {} : { name }) } }], unlimited, names: name === undefined ? [] : [name], replaces };
+  return {
+    limits: [{ policy, reported: { requestsPerUnit: rpu, unit, ...(name === undefined ? {} : { name }) } }],
+    unlimited,
+    names: name === undefined ? [] : [name],
+    replaces,
+  };
 }
 
 function windowOf(reader: Reader, path: string, value: unknown): number {
@@ -220,15 +266,25 @@ function windowOf(reader: Reader, path: string, value: unknown): number {
 
 /** A rule's limits: `rate_limit` (envoyproxy/ratelimit's one), or sluice's `rate_limits` (several, decided together). */
 function parseLimits(reader: Reader, path: string, fields: Fields): ParsedLimit | undefined {
-  if (fields.rate_limit !== undefined && fields.rate_limits !== undefined) reader.fail(join2(path, 'rate_limits'), 'give "rate_limit" or "rate_limits", not both');
+  if (fields.rate_limit !== undefined && fields.rate_limits !== undefined)
+    reader.fail(join2(path, 'rate_limits'), 'give "rate_limit" or "rate_limits", not both');
   if (fields.rate_limit !== undefined) return parseRateLimit(reader, join2(path, 'rate_limit'), fields.rate_limit);
   if (fields.rate_limits === undefined) return undefined;
   const items = reader.list(join2(path, 'rate_limits'), fields.rate_limits);
   if (items.length === 0) reader.fail(join2(path, 'rate_limits'), 'must hold at least one rate limit');
   const parsed = items.map((item, i) => parseRateLimit(reader, `${join2(path, 'rate_limits')}[${i}]`, item));
   const unlimitedAt = parsed.findIndex((p) => p.unlimited);
-  if (unlimitedAt >= 0) reader.fail(`${join2(path, 'rate_limits')}[${unlimitedAt}].unlimited`, 'use "rate_limit: { unlimited: true }" on its own, not in a list');
-  return { limits: parsed.flatMap((p) => p.limits), unlimited: false, names: parsed.flatMap((p) => p.names), replaces: parsed.flatMap((p) => p.replaces) };
+  if (unlimitedAt >= 0)
+    reader.fail(
+      `${join2(path, 'rate_limits')}[${unlimitedAt}].unlimited`,
+      'use "rate_limit: { unlimited: true }" on its own, not in a list',
+    );
+  return {
+    limits: parsed.flatMap((p) => p.limits),
+    unlimited: false,
+    names: parsed.flatMap((p) => p.names),
+    replaces: parsed.flatMap((p) => p.replaces),
+  };
 }
 
 interface MutableLevel {
@@ -238,29 +294,53 @@ interface MutableLevel {
 }
 
 /** Adds a node to its level, refusing a second node of the same key and value. */
-function place(reader: Reader, path: string, levels: Map<string, MutableLevel>, node: RuleNode, other: (existing: RuleNode) => string): void {
+function place(
+  reader: Reader,
+  path: string,
+  levels: Map<string, MutableLevel>,
+  node: RuleNode,
+  other: (existing: RuleNode) => string,
+): void {
   let level = levels.get(node.key);
   if (level === undefined) levels.set(node.key, (level = { exact: new Map(), wildcards: [], any: undefined }));
-  const existing = node.value === undefined ? level.any : node.wildcard !== undefined ? level.wildcards.find((w) => w.value === node.value) : level.exact.get(node.value);
+  const existing =
+    node.value === undefined
+      ? level.any
+      : node.wildcard !== undefined
+        ? level.wildcards.find((w) => w.value === node.value)
+        : level.exact.get(node.value);
   if (existing !== undefined) {
-    reader.fail(path, `duplicate descriptor: key "${node.key}"${node.value === undefined ? '' : ` with value "${node.value}"`} is already defined${other(existing)}`);
+    reader.fail(
+      path,
+      `duplicate descriptor: key "${node.key}"${node.value === undefined ? '' : ` with value "${node.value}"`} is already defined${other(existing)}`,
+    );
   }
   if (node.value === undefined) level.any = node;
   else if (node.wildcard !== undefined) level.wildcards.push(node);
   else level.exact.set(node.value, node);
 }
 
-function parseDescriptors(reader: Reader, path: string, value: unknown, parentPath: string, levels: Map<string, MutableLevel>, names: Map<string, string>): void {
+function parseDescriptors(
+  reader: Reader,
+  path: string,
+  value: unknown,
+  parentPath: string,
+  levels: Map<string, MutableLevel>,
+  names: Map<string, string>,
+): void {
   reader.list(path, value).forEach((item, i) => {
     const at = `${path}[${i}]`;
     const fields = reader.map(at, item, DESCRIPTOR_FIELDS);
-    if (typeof fields.key !== 'string' || fields.key === '') reader.fail(join2(at, 'key'), 'must be a non-empty string', fields.key);
+    if (typeof fields.key !== 'string' || fields.key === '')
+      reader.fail(join2(at, 'key'), 'must be a non-empty string', fields.key);
     const key = fields.key;
     let descriptorValue: string | undefined;
     if (fields.value !== undefined && fields.value !== null) {
-      if (!['string', 'number', 'boolean'].includes(typeof fields.value)) reader.fail(join2(at, 'value'), 'must be a string', fields.value);
+      if (!['string', 'number', 'boolean'].includes(typeof fields.value))
+        reader.fail(join2(at, 'value'), 'must be a string', fields.value);
       descriptorValue = String(fields.value);
-      if (descriptorValue === '') reader.fail(join2(at, 'value'), 'must not be empty (leave it out to match any value)', fields.value);
+      if (descriptorValue === '')
+        reader.fail(join2(at, 'value'), 'must not be empty (leave it out to match any value)', fields.value);
     }
     const parsed = parseLimits(reader, at, fields);
     const nodePath = `${parentPath === '' ? '' : `${parentPath}.`}${key}${descriptorValue === undefined ? '' : `_${descriptorValue}`}`;
@@ -283,7 +363,8 @@ function parseDescriptors(reader: Reader, path: string, value: unknown, parentPa
       children,
     };
     reader.flag(join2(at, 'value_to_metric'), fields.value_to_metric);
-    if (node.shareThreshold && node.wildcard === undefined) reader.fail(join2(at, 'share_threshold'), 'applies to a wildcard value (one ending in "*") only', true);
+    if (node.shareThreshold && node.wildcard === undefined)
+      reader.fail(join2(at, 'share_threshold'), 'applies to a wildcard value (one ending in "*") only', true);
     for (const name of node.names) {
       const where = names.get(name);
       if (where !== undefined) reader.fail(at, `duplicate rate limit name; it is already used at ${where}`, name);
@@ -321,9 +402,15 @@ function parseFile(file: string, text: string, domains: Map<string, DomainDraft>
     const content: unknown = document.toJS();
     if (content === null || content === undefined) continue;
     const fields = reader.map('', content, DOCUMENT_FIELDS);
-    if (typeof fields.domain !== 'string' || fields.domain === '') reader.fail('domain', 'must be a non-empty string', fields.domain);
+    if (typeof fields.domain !== 'string' || fields.domain === '')
+      reader.fail('domain', 'must be a non-empty string', fields.domain);
     const name = fields.domain;
-    if (seen.has(name)) reader.fail('domain', 'duplicate domain in one file (several files may share a domain; one file names it once)', name);
+    if (seen.has(name))
+      reader.fail(
+        'domain',
+        'duplicate domain in one file (several files may share a domain; one file names it once)',
+        name,
+      );
     seen.add(name);
     let domain = domains.get(name);
     if (domain === undefined) domains.set(name, (domain = { name, files: [], root: new Map(), names: new Map() }));
@@ -337,7 +424,13 @@ function parseFile(file: string, text: string, domains: Map<string, DomainDraft>
 function checkReplaces(domain: DomainDraft): void {
   for (const node of nodesOf(domain.root)) {
     const missing = node.replaces.find((name) => !domain.names.has(name));
-    if (missing !== undefined) throw new InvalidConfigError(node.file, node.replacesAt, missing, `names no rate limit of domain "${domain.name}"`);
+    if (missing !== undefined)
+      throw new InvalidConfigError(
+        node.file,
+        node.replacesAt,
+        missing,
+        `names no rate limit of domain "${domain.name}"`,
+      );
   }
 }
 
@@ -347,11 +440,17 @@ async function configFiles(path: string): Promise<string[]> {
   try {
     isDirectory = (await stat(path)).isDirectory();
   } catch (error) {
-    throw new InvalidConfigError(path, '', undefined, `cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw new InvalidConfigError(
+      path,
+      '',
+      undefined,
+      `cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+    );
   }
   if (!isDirectory) return [path];
   const names = (await readdir(path)).filter((name) => !name.startsWith('.') && /\.ya?ml$/.test(name)).sort();
-  if (names.length === 0) throw new InvalidConfigError(path, '', undefined, 'the directory holds no .yaml or .yml file');
+  if (names.length === 0)
+    throw new InvalidConfigError(path, '', undefined, 'the directory holds no .yaml or .yml file');
   return names.map((name) => join(path, name));
 }
 
@@ -371,7 +470,12 @@ export async function loadConfig(path: string): Promise<ServeConfig> {
       try {
         return { file, text: await readFile(file, 'utf8') };
       } catch (error) {
-        throw new InvalidConfigError(file, '', undefined, `cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        throw new InvalidConfigError(
+          file,
+          '',
+          undefined,
+          `cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+        );
       }
     }),
   );
@@ -386,7 +490,9 @@ export function describeConfig(config: ServeConfig): string {
       const parts: string[] = [];
       if (node.unlimited) parts.push('unlimited');
       for (const { policy, reported } of node.limits) {
-        parts.push(`${policy.algorithm} ${policy.limit} per ${formatDuration(policy.windowMs)} (requests_per_unit=${reported.requestsPerUnit}, unit=${reported.unit}${reported.name ? `, name=${reported.name}` : ''})`);
+        parts.push(
+          `${policy.algorithm} ${policy.limit} per ${formatDuration(policy.windowMs)} (requests_per_unit=${reported.requestsPerUnit}, unit=${reported.unit}${reported.name ? `, name=${reported.name}` : ''})`,
+        );
       }
       if (node.replaces.length > 0) parts.push(`replaces ${node.replaces.join(', ')}`);
       if (node.shadowMode) parts.push('shadow_mode');

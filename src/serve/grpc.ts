@@ -16,13 +16,19 @@ interface ServiceConstructor {
 
 /** The RateLimitService definition, for a server or a client. */
 export function rateLimitService(): grpc.ServiceClientConstructor {
-  const loaded = grpc.loadPackageDefinition(loadSync(PROTO_PATH, LOADER_OPTIONS)) as unknown as { envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } } };
+  const loaded = grpc.loadPackageDefinition(loadSync(PROTO_PATH, LOADER_OPTIONS)) as unknown as {
+    envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
+  };
   return loaded.envoy.service.ratelimit.v3.RateLimitService;
 }
 
 interface WireRequest {
   domain?: string;
-  descriptors?: { entries?: { key?: string; value?: string }[]; limit?: { requestsPerUnit?: number; unit?: string }; hitsAddend?: { value?: number } }[];
+  descriptors?: {
+    entries?: { key?: string; value?: string }[];
+    limit?: { requestsPerUnit?: number; unit?: string };
+    hitsAddend?: { value?: number };
+  }[];
   hitsAddend?: number;
 }
 
@@ -33,7 +39,9 @@ function fromWire(wire: WireRequest): RateLimitRequest {
     hitsAddend: wire.hitsAddend ?? 0,
     descriptors: (wire.descriptors ?? []).map((d) => ({
       entries: (d.entries ?? []).map((e) => ({ key: e.key ?? '', value: e.value ?? '' })),
-      ...(d.limit ? { limit: { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: (d.limit.unit ?? 'UNKNOWN') as UnitName } } : {}),
+      ...(d.limit
+        ? { limit: { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: (d.limit.unit ?? 'UNKNOWN') as UnitName } }
+        : {}),
       ...(d.hitsAddend ? { hitsAddend: d.hitsAddend.value ?? 0 } : {}),
     })),
   };
@@ -46,14 +54,25 @@ function toWire(response: RateLimitResponse) {
       code: s.code,
       ...(s.currentLimit ? { currentLimit: s.currentLimit } : {}),
       limitRemaining: s.limitRemaining,
-      ...(s.durationUntilResetMs === undefined ? {} : { durationUntilReset: { seconds: Math.floor(s.durationUntilResetMs / 1000), nanos: (s.durationUntilResetMs % 1000) * 1_000_000 } }),
+      ...(s.durationUntilResetMs === undefined
+        ? {}
+        : {
+            durationUntilReset: {
+              seconds: Math.floor(s.durationUntilResetMs / 1000),
+              nanos: (s.durationUntilResetMs % 1000) * 1_000_000,
+            },
+          }),
     })),
     responseHeadersToAdd: response.responseHeadersToAdd,
   };
 }
 
 /** Starts the gRPC server on `host:port` (0: any free port) and resolves with it and its port. */
-export async function startGrpc(decide: (request: RateLimitRequest) => Promise<RateLimitResponse>, host: string, port: number): Promise<{ server: grpc.Server; port: number }> {
+export async function startGrpc(
+  decide: (request: RateLimitRequest) => Promise<RateLimitResponse>,
+  host: string,
+  port: number,
+): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server();
   const service = rateLimitService() as unknown as ServiceConstructor;
   server.addService(service.service, {
@@ -68,7 +87,11 @@ export async function startGrpc(decide: (request: RateLimitRequest) => Promise<R
     },
   });
   const bound = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (error, actual) => (error ? reject(error) : resolve(actual)));
+    server.bindAsync(
+      `${host.includes(':') ? `[${host}]` : host}:${port}`,
+      grpc.ServerCredentials.createInsecure(),
+      (error, actual) => (error ? reject(error) : resolve(actual)),
+    );
   });
   return { server, port: bound };
 }

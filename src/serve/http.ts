@@ -21,11 +21,13 @@ type Json = Record<string, unknown>;
 
 /** A proto3 JSON object: a field under its lowerCamel or its original name, others refused. */
 function object(field: string, value: unknown, names: Readonly<Record<string, string>>): Json {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new BadRequestError(field || 'body', 'must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new BadRequestError(field || 'body', 'must be a JSON object');
   const read: Json = {};
   for (const [name, item] of Object.entries(value)) {
     const known = names[name] ?? Object.values(names).find((camel) => camel === name);
-    if (known === undefined) throw new BadRequestError(field ? `${field}.${name}` : name, 'is not a field of this message');
+    if (known === undefined)
+      throw new BadRequestError(field ? `${field}.${name}` : name, 'is not a field of this message');
     read[known] = item;
   }
   return read;
@@ -47,14 +49,16 @@ function text(field: string, value: unknown): string {
 function integer(field: string, value: unknown): number {
   if (value === undefined || value === null) return 0;
   const number = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
-  if (typeof number !== 'number' || !Number.isSafeInteger(number) || number < 0) throw new BadRequestError(field, 'must be a non-negative whole number');
+  if (typeof number !== 'number' || !Number.isSafeInteger(number) || number < 0)
+    throw new BadRequestError(field, 'must be a non-negative whole number');
   return number;
 }
 
 /** proto3 JSON enums: the name, or the number. */
 function unit(field: string, value: unknown): UnitName {
   const name = typeof value === 'number' ? UNITS[value] : value === undefined || value === null ? 'UNKNOWN' : value;
-  if (typeof name !== 'string' || !UNITS.includes(name as UnitName)) throw new BadRequestError(field, `must be one of ${UNITS.join(', ')}`);
+  if (typeof name !== 'string' || !UNITS.includes(name as UnitName))
+    throw new BadRequestError(field, `must be one of ${UNITS.join(', ')}`);
   return name as UnitName;
 }
 
@@ -65,13 +69,19 @@ function entry(field: string, value: unknown): Entry {
 
 function descriptor(field: string, value: unknown): RequestDescriptor {
   const d = object(field, value, { entries: 'entries', limit: 'limit', hits_addend: 'hitsAddend' });
-  const parsed: { -readonly [K in keyof RequestDescriptor]: RequestDescriptor[K] } = { entries: list(`${field}.entries`, d.entries).map((e, i) => entry(`${field}.entries[${i}]`, e)) };
+  const parsed: { -readonly [K in keyof RequestDescriptor]: RequestDescriptor[K] } = {
+    entries: list(`${field}.entries`, d.entries).map((e, i) => entry(`${field}.entries[${i}]`, e)),
+  };
   if (d.limit !== undefined && d.limit !== null) {
     const limit = object(`${field}.limit`, d.limit, { requests_per_unit: 'requestsPerUnit', unit: 'unit' });
-    parsed.limit = { requestsPerUnit: integer(`${field}.limit.requestsPerUnit`, limit.requestsPerUnit), unit: unit(`${field}.limit.unit`, limit.unit) };
+    parsed.limit = {
+      requestsPerUnit: integer(`${field}.limit.requestsPerUnit`, limit.requestsPerUnit),
+      unit: unit(`${field}.limit.unit`, limit.unit),
+    };
   }
   // A UInt64Value wrapper is its bare value in JSON.
-  if (d.hitsAddend !== undefined && d.hitsAddend !== null) parsed.hitsAddend = integer(`${field}.hitsAddend`, d.hitsAddend);
+  if (d.hitsAddend !== undefined && d.hitsAddend !== null)
+    parsed.hitsAddend = integer(`${field}.hitsAddend`, d.hitsAddend);
   return parsed;
 }
 
@@ -97,7 +107,11 @@ export function responseToJson(response: RateLimitResponse): Json {
     const status: Json = { code: s.code };
     if (s.currentLimit) {
       const { requestsPerUnit, unit: limitUnit, name } = s.currentLimit;
-      status.currentLimit = { requestsPerUnit, ...(limitUnit === 'UNKNOWN' ? {} : { unit: limitUnit }), ...(name ? { name } : {}) };
+      status.currentLimit = {
+        requestsPerUnit,
+        ...(limitUnit === 'UNKNOWN' ? {} : { unit: limitUnit }),
+        ...(name ? { name } : {}),
+      };
     }
     if (s.limitRemaining !== 0) status.limitRemaining = s.limitRemaining;
     if (s.durationUntilResetMs !== undefined) status.durationUntilReset = durationJson(s.durationUntilResetMs);
@@ -137,7 +151,12 @@ async function postJson(req: IncomingMessage, res: ServerResponse, routes: HttpR
       throw new BadRequestError('body', 'is not JSON');
     }
     const response = await routes.decide(requestFromJson(parsed));
-    send(res, response.overallCode === 'OVER_LIMIT' ? 429 : 200, 'application/json', JSON.stringify(responseToJson(response)));
+    send(
+      res,
+      response.overallCode === 'OVER_LIMIT' ? 429 : 200,
+      'application/json',
+      JSON.stringify(responseToJson(response)),
+    );
   } catch (error) {
     if (error instanceof BadRequestError) problem(res, 400, 'Bad Request', error.message);
     else problem(res, 500, 'Internal Server Error', error instanceof Error ? error.message : String(error));
@@ -159,7 +178,12 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
     case '/healthcheck':
       if (only('GET')) {
         const healthy = await routes.healthy();
-        send(res, healthy ? 200 : 500, 'text/plain; charset=utf-8', healthy ? 'OK\n' : 'the store is failing, and the service denies then\n');
+        send(
+          res,
+          healthy ? 200 : 500,
+          'text/plain; charset=utf-8',
+          healthy ? 'OK\n' : 'the store is failing, and the service denies then\n',
+        );
       }
       return;
     case '/metrics':
@@ -169,15 +193,25 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
       if (only('GET')) send(res, 200, 'text/plain; charset=utf-8', routes.rlconfig());
       return;
     default:
-      problem(res, 404, 'Not Found', `no route ${path}; the routes are POST /json, GET /healthcheck, /metrics and /rlconfig`);
+      problem(
+        res,
+        404,
+        'Not Found',
+        `no route ${path}; the routes are POST /json, GET /healthcheck, /metrics and /rlconfig`,
+      );
   }
 }
 
 /** Starts the HTTP server on `host:port` (0: any free port). */
-export async function startHttp(routes: HttpRoutes, host: string, port: number): Promise<{ server: Server; port: number }> {
+export async function startHttp(
+  routes: HttpRoutes,
+  host: string,
+  port: number,
+): Promise<{ server: Server; port: number }> {
   const server = createHttpServer((req, res) => {
     route(req, res, routes).catch((error: unknown) => {
-      if (!res.headersSent) problem(res, 500, 'Internal Server Error', error instanceof Error ? error.message : String(error));
+      if (!res.headersSent)
+        problem(res, 500, 'Internal Server Error', error instanceof Error ? error.message : String(error));
       else res.destroy();
     });
   });

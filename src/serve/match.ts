@@ -27,7 +27,9 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
   const detailed: string[] = [];
   for (const { key, value } of entries) {
     const level = levels.get(key);
-    node = level && (level.exact.get(value) ?? level.wildcards.find((w) => value.startsWith(w.wildcard as string)) ?? level.any);
+    node =
+      level &&
+      (level.exact.get(value) ?? level.wildcards.find((w) => value.startsWith(w.wildcard as string)) ?? level.any);
     if (node === undefined) return undefined;
     keyParts.push(key, node.shareThreshold ? (node.value as string) : value);
     detailed.push(`${key}_${value}`);

@@ -54,7 +54,13 @@ export class Metrics {
     const id = JSON.stringify(labels);
     let series = family.series.get(id);
     if (series === undefined) {
-      series = { labels, value: 0, sum: 0, count: 0, ...(family.type === 'histogram' ? { buckets: family.bounds.map(() => 0) } : {}) };
+      series = {
+        labels,
+        value: 0,
+        sum: 0,
+        count: 0,
+        ...(family.type === 'histogram' ? { buckets: family.bounds.map(() => 0) } : {}),
+      };
       family.series.set(id, series);
     }
     return series;
@@ -75,11 +81,18 @@ export class Metrics {
     };
     return {
       createCounter: (name, options) => {
-        const series = seriesOf(this.family(prometheusName(name, 'counter', options?.unit), 'counter', options?.description ?? name));
+        const series = seriesOf(
+          this.family(prometheusName(name, 'counter', options?.unit), 'counter', options?.description ?? name),
+        );
         return { add: (value, attributes) => void (series(attributes).value += value) };
       },
       createHistogram: (name, options) => {
-        const family = this.family(prometheusName(name, 'histogram', options?.unit), 'histogram', options?.description ?? name, options?.advice?.explicitBucketBoundaries ?? []);
+        const family = this.family(
+          prometheusName(name, 'histogram', options?.unit),
+          'histogram',
+          options?.description ?? name,
+          options?.advice?.explicitBucketBoundaries ?? [],
+        );
         const series = seriesOf(family);
         return {
           record: (value, attributes) => {
@@ -100,15 +113,25 @@ export class Metrics {
     const id = `${domain}\n${rule}\n${code}\n${shadowDenied}`;
     let series = this.descriptors.get(id);
     if (series === undefined) {
-      const family = this.family('sluice_serve_descriptors_total', 'counter', 'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)');
-      this.descriptors.set(id, (series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) })));
+      const family = this.family(
+        'sluice_serve_descriptors_total',
+        'counter',
+        'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)',
+      );
+      this.descriptors.set(
+        id,
+        (series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) })),
+      );
     }
     series.value++;
   }
 
   /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
   inFlight(transport: 'grpc' | 'http', change: 1 | -1): void {
-    this.inFlightSeries[transport] ??= this.series(this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'), { transport });
+    this.inFlightSeries[transport] ??= this.series(
+      this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'),
+      { transport },
+    );
     this.inFlightSeries[transport].value += change;
   }
 
@@ -128,7 +151,10 @@ export class Metrics {
           lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${cumulative}`);
         });
         lines.push(`${family.name}_bucket${labelText(series.labels, 'le="+Inf"')} ${series.count}`);
-        lines.push(`${family.name}_sum${labelText(series.labels)} ${series.sum}`, `${family.name}_count${labelText(series.labels)} ${series.count}`);
+        lines.push(
+          `${family.name}_sum${labelText(series.labels)} ${series.sum}`,
+          `${family.name}_count${labelText(series.labels)} ${series.count}`,
+        );
       }
     }
     return `${lines.join('\n')}\n`;

@@ -57,13 +57,29 @@ export interface SluiceServer {
   close(): Promise<void>;
 }
 
-const SERVE_OPTIONS = ['config', 'store', 'grpcPort', 'httpPort', 'host', 'prefix', 'shadow', 'responseHeaders', 'watch', 'timeout', 'onStoreError', 'deniedCache', 'penalty', 'log'];
+const SERVE_OPTIONS = [
+  'config',
+  'store',
+  'grpcPort',
+  'httpPort',
+  'host',
+  'prefix',
+  'shadow',
+  'responseHeaders',
+  'watch',
+  'timeout',
+  'onStoreError',
+  'deniedCache',
+  'penalty',
+  'log',
+];
 // Editors and ConfigMap updates write a file in several steps; one reload after they settle.
 const RELOAD_SETTLE_MS = 100;
 
 function port(option: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 65535) throw new InvalidOptionError(option, value, 'a port number from 0 to 65535');
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 65535)
+    throw new InvalidOptionError(option, value, 'a port number from 0 to 65535');
   return value;
 }
 
@@ -74,7 +90,10 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
 }
 
 function summary(config: ServeConfig): string {
-  const rules = [...config.domains.values()].reduce((sum, domain) => sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited).length, 0);
+  const rules = [...config.domains.values()].reduce(
+    (sum, domain) => sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited).length,
+    0,
+  );
   return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
 }
 
@@ -85,17 +104,21 @@ function summary(config: ServeConfig): string {
  */
 export async function createServer(options: ServeOptions): Promise<SluiceServer> {
   const o = optionsObject('createServer', options, SERVE_OPTIONS);
-  if (typeof o.config !== 'string' || o.config === '') throw new InvalidOptionError('config', o.config, 'the path of a configuration file or directory');
+  if (typeof o.config !== 'string' || o.config === '')
+    throw new InvalidOptionError('config', o.config, 'the path of a configuration file or directory');
   const configPath = o.config;
   const host = o.host === undefined ? '0.0.0.0' : o.host;
-  if (typeof host !== 'string' || host === '') throw new InvalidOptionError('host', host, 'an address such as "0.0.0.0" or "::1"');
+  if (typeof host !== 'string' || host === '')
+    throw new InvalidOptionError('host', host, 'an address such as "0.0.0.0" or "::1"');
   const grpcPort = port('grpcPort', o.grpcPort, 8081);
   const httpPort = port('httpPort', o.httpPort, 8080);
   const shadow = flag('shadow', o.shadow, false);
   const headers = flag('responseHeaders', o.responseHeaders, false);
   const watching = flag('watch', o.watch, true);
-  if (o.onStoreError !== undefined && o.onStoreError !== 'allow' && o.onStoreError !== 'deny') throw new InvalidOptionError('onStoreError', o.onStoreError, "'allow' or 'deny'");
-  if (o.log !== undefined && typeof o.log !== 'function') throw new InvalidOptionError('log', o.log, 'a function taking one line');
+  if (o.onStoreError !== undefined && o.onStoreError !== 'allow' && o.onStoreError !== 'deny')
+    throw new InvalidOptionError('onStoreError', o.onStoreError, "'allow' or 'deny'");
+  if (o.log !== undefined && typeof o.log !== 'function')
+    throw new InvalidOptionError('log', o.log, 'a function taking one line');
   const log = (o.log as ServeOptions['log']) ?? (() => undefined);
   if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
   const settings: LimiterSettings = {
@@ -107,18 +130,24 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
   };
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
-  const health = createLimiter({ ...settings, policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }), hooks: { storeError: () => undefined } });
+  const health = createLimiter({
+    ...settings,
+    policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
+    hooks: { storeError: () => undefined },
+  });
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);
 
-  const decideBy = (transport: 'grpc' | 'http') => async (request: RateLimitRequest): Promise<RateLimitResponse> => {
-    metrics.inFlight(transport, 1);
-    try {
-      return await decide(rules, request, { shadow, headers, metrics });
-    } finally {
-      metrics.inFlight(transport, -1);
-    }
-  };
+  const decideBy =
+    (transport: 'grpc' | 'http') =>
+    async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+      metrics.inFlight(transport, 1);
+      try {
+        return await decide(rules, request, { shadow, headers, metrics });
+      } finally {
+        metrics.inFlight(transport, -1);
+      }
+    };
   const grpc = await startGrpc(decideBy('grpc'), host, grpcPort);
   let http;
   try {
@@ -126,7 +155,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       {
         decide: decideBy('http'),
         // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
-        healthy: async () => (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
+        healthy: async () =>
+          (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
         metrics: () => metrics.render(),
         rlconfig: () => describeConfig(rules.config),
       },
@@ -151,7 +181,9 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
       return true;
     } catch (error) {
-      log(`${error instanceof Error ? error.message : String(error)}; the change is refused and the previous config keeps serving`);
+      log(
+        `${error instanceof Error ? error.message : String(error)}; the change is refused and the previous config keeps serving`,
+      );
       return false;
     }
   }
@@ -167,7 +199,9 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       settle = setTimeout(() => void reload(), RELOAD_SETTLE_MS);
     });
     // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
-    watcher.on('error', (error) => log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`));
+    watcher.on('error', (error) =>
+      log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`),
+    );
   }
   log(`sluice serve: ${summary(rules.config)}; gRPC on ${host}:${grpc.port}, HTTP on ${host}:${http.port}`);
 

@@ -7,7 +7,15 @@ import type { Decision, Policy } from '../core/types.js';
 import { rateLimitHeaders } from '../http/headers.js';
 import { observe } from '../observe/observe.js';
 import type { Store } from '../stores/store.js';
-import { UNIT_MS, nodesOf, type Domain, type ReportedLimit, type RuleNode, type ServeConfig, type UnitName } from './config.js';
+import {
+  UNIT_MS,
+  nodesOf,
+  type Domain,
+  type ReportedLimit,
+  type RuleNode,
+  type ServeConfig,
+  type UnitName,
+} from './config.js';
 import { matchDescriptor, type Entry } from './match.js';
 import type { Metrics } from './metrics.js';
 
@@ -101,10 +109,22 @@ export class Rules {
   ) {
     for (const domain of config.domains.values()) {
       for (const node of nodesOf(domain.root)) {
-        if (node.limits.length > 0) this.limiters.set(node, this.limiter(domain.name, node.path, node.limits.map((l) => l.policy), node.shadowMode));
+        if (node.limits.length > 0)
+          this.limiters.set(
+            node,
+            this.limiter(
+              domain.name,
+              node.path,
+              node.limits.map((l) => l.policy),
+              node.shadowMode,
+            ),
+          );
       }
       // A placeholder policy: an override's call always passes its own.
-      this.overrideLimiters.set(domain.name, this.limiter(domain.name, 'override', [fixedWindow({ limit: 1, window: 1000, name: 'override' })], false));
+      this.overrideLimiters.set(
+        domain.name,
+        this.limiter(domain.name, 'override', [fixedWindow({ limit: 1, window: 1000, name: 'override' })], false),
+      );
     }
   }
 
@@ -126,8 +146,13 @@ export class Rules {
   }
 
   private overridePolicy(requestsPerUnit: number, unit: UnitName, field: string): Policy {
-    if (!Number.isInteger(requestsPerUnit) || requestsPerUnit < 1) throw new BadRequestError(`${field}.requests_per_unit`, `must be a whole number of at least 1; got ${requestsPerUnit}`);
-    if (!Object.hasOwn(UNIT_MS, unit)) throw new BadRequestError(`${field}.unit`, `must be SECOND, MINUTE, HOUR or DAY; got ${unit}`);
+    if (!Number.isInteger(requestsPerUnit) || requestsPerUnit < 1)
+      throw new BadRequestError(
+        `${field}.requests_per_unit`,
+        `must be a whole number of at least 1; got ${requestsPerUnit}`,
+      );
+    if (!Object.hasOwn(UNIT_MS, unit))
+      throw new BadRequestError(`${field}.unit`, `must be SECOND, MINUTE, HOUR or DAY; got ${unit}`);
     const id = `${requestsPerUnit}/${unit}`;
     let policy = this.overridePolicies.get(id);
     if (policy === undefined) {
@@ -147,17 +172,33 @@ export class Rules {
     const matched = request.descriptors.map((descriptor, i) => {
       const field = `descriptors[${i}]`;
       const hits = descriptor.hitsAddend || request.hitsAddend || 1;
-      if (!Number.isSafeInteger(hits) || hits < 1) throw new BadRequestError(`${field}.hits_addend`, `must be a whole number; got ${hits}`);
-      if (descriptor.entries.length === 0) throw new BadRequestError(`${field}.entries`, 'must hold at least one entry');
-      return { descriptor, field, hits, match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined };
+      if (!Number.isSafeInteger(hits) || hits < 1)
+        throw new BadRequestError(`${field}.hits_addend`, `must be a whole number; got ${hits}`);
+      if (descriptor.entries.length === 0)
+        throw new BadRequestError(`${field}.entries`, 'must hold at least one entry');
+      return {
+        descriptor,
+        field,
+        hits,
+        match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined,
+      };
     });
     for (const { match } of matched) {
       if (match && !match.node.unlimited) match.node.replaces.forEach((name) => replaced.add(name));
     }
-    return matched.map(({ descriptor, field, hits, match }) => this.planOne(domain, descriptor, field, hits, match, replaced));
+    return matched.map(({ descriptor, field, hits, match }) =>
+      this.planOne(domain, descriptor, field, hits, match, replaced),
+    );
   }
 
-  private planOne(domain: Domain | undefined, descriptor: RequestDescriptor, field: string, cost: number, match: ReturnType<typeof matchDescriptor>, replaced: ReadonlySet<string>): Plan {
+  private planOne(
+    domain: Domain | undefined,
+    descriptor: RequestDescriptor,
+    field: string,
+    cost: number,
+    match: ReturnType<typeof matchDescriptor>,
+    replaced: ReadonlySet<string>,
+  ): Plan {
     if (domain === undefined) return { kind: 'free', limitRemaining: 0 };
     if (descriptor.limit !== undefined) {
       const { requestsPerUnit, unit } = descriptor.limit;
@@ -176,8 +217,16 @@ export class Rules {
     const { node } = match;
     if (node.unlimited) return { kind: 'free', limitRemaining: UNLIMITED_REMAINING };
     const limiter = this.limiters.get(node);
-    if (limiter === undefined || node.names.some((name) => replaced.has(name))) return { kind: 'free', limitRemaining: 0 };
-    return { kind: 'limit', limiter, key: match.key, cost, reported: node.limits.map((l) => l.reported), metricRule: match.metricRule };
+    if (limiter === undefined || node.names.some((name) => replaced.has(name)))
+      return { kind: 'free', limitRemaining: 0 };
+    return {
+      kind: 'limit',
+      limiter,
+      key: match.key,
+      cost,
+      reported: node.limits.map((l) => l.reported),
+      metricRule: match.metricRule,
+    };
   }
 }
 
@@ -197,7 +246,11 @@ function maxCostOf(plan: Extract<Plan, { kind: 'limit' }>): number {
  * give-back is a second step: between the two, a concurrent request may see those units taken,
  * so it can be denied a little early, never admitted beyond a limit.)
  */
-export async function decide(rules: Rules, request: RateLimitRequest, options: { shadow: boolean; headers: boolean; metrics: Metrics }): Promise<RateLimitResponse> {
+export async function decide(
+  rules: Rules,
+  request: RateLimitRequest,
+  options: { shadow: boolean; headers: boolean; metrics: Metrics },
+): Promise<RateLimitResponse> {
   const plans = rules.plan(request);
   const decisions = await Promise.all(
     plans.map((plan) => {
@@ -215,17 +268,25 @@ export async function decide(rules: Rules, request: RateLimitRequest, options: {
         const decision = decisions[i];
         if (plan.kind !== 'limit' || decision === undefined || decision === 'too-costly' || !counted(decision)) return;
         // A refund that fails leaves the units taken: stricter, never looser, than the limit.
-        const gaveBack = await plan.limiter.refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined).catch(() => false);
+        const gaveBack = await plan.limiter
+          .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined)
+          .catch(() => false);
         if (gaveBack) refunded.add(i);
       }),
     );
   }
   const statuses = plans.map((plan, i): DescriptorStatus => {
     const decision = decisions[i];
-    if (plan.kind === 'free' || decision === undefined) return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0 };
+    if (plan.kind === 'free' || decision === undefined)
+      return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0 };
     let status: DescriptorStatus;
     if (decision === 'too-costly') {
-      status = { code: 'OVER_LIMIT', currentLimit: plan.reported[0] as ReportedLimit, limitRemaining: 0, durationUntilResetMs: 0 };
+      status = {
+        code: 'OVER_LIMIT',
+        currentLimit: plan.reported[0] as ReportedLimit,
+        limitRemaining: 0,
+        durationUntilResetMs: 0,
+      };
     } else {
       const binding = bindingPolicy(decision.policies);
       const remaining = refunded.has(i) ? Math.min(binding.limit, decision.remaining + plan.cost) : decision.remaining;
@@ -236,7 +297,12 @@ export async function decide(rules: Rules, request: RateLimitRequest, options: {
         durationUntilResetMs: decision.allowed ? decision.resetAfterMs : decision.retryAfterMs,
       };
     }
-    options.metrics.descriptor(request.domain, plan.metricRule, status.code, decision !== 'too-costly' && decision.shadowDenied === true);
+    options.metrics.descriptor(
+      request.domain,
+      plan.metricRule,
+      status.code,
+      decision !== 'too-costly' && decision.shadowDenied === true,
+    );
     return status;
   });
   const made = decisions.filter((d): d is Decision => d !== undefined && d !== 'too-costly');

@@ -81,7 +81,10 @@ export interface Request {
 }
 
 /** A batch as the batch script reads it, and its requests in the order it runs (and replies to) them. */
-export function batchArguments(requests: readonly Request[], deadline: string): { keys: string[]; args: string[]; order: Request[] } {
+export function batchArguments(
+  requests: readonly Request[],
+  deadline: string,
+): { keys: string[]; args: string[]; order: Request[] } {
   // Requests of one limiter usually share one args array: found by identity, the group costs
   // nothing to find. Other requests with equal args join it by their text.
   const byArgs = new Map<readonly Arg[], Request[]>();

@@ -51,7 +51,8 @@ export interface MemoryStore extends Store {
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const o = optionsObject('memoryStore', options, ['maxKeys', 'now']);
   const maxKeys = o.maxKeys === undefined ? 100_000 : positiveInteger('maxKeys', o.maxKeys);
-  if (o.now !== undefined && typeof o.now !== 'function') throw new InvalidOptionError('now', o.now, 'a function returning ms');
+  if (o.now !== undefined && typeof o.now !== 'function')
+    throw new InvalidOptionError('now', o.now, 'a function returning ms');
   const now = (o.now as (() => number) | undefined) ?? Date.now;
   // Clients in insertion order, each updated in place. Eviction is "second chance" (CLOCK): from
   // the oldest, a client used since it was last looked at is moved to the end and spared, the
@@ -160,7 +161,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   }
 
   /** Writes one part; `client` is the client `id` names, if the store holds it. */
-  function write(client: Client | undefined, id: string, name: string, value: unknown, expiresAt: number, time: number): void {
+  function write(
+    client: Client | undefined,
+    id: string,
+    name: string,
+    value: unknown,
+    expiresAt: number,
+    time: number,
+  ): void {
     if (client === undefined) {
       clients.set(id, { id, used: false, name, value, expiresAt, next: undefined });
     } else {
@@ -178,7 +186,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   }
 
   /** One atomic step on parts of clients: `ids` is one client's id, or each part's own. */
-  function execute(ids: string | readonly string[], names: readonly string[], script: Script, args: readonly Arg[]): Reply {
+  function execute(
+    ids: string | readonly string[],
+    names: readonly string[],
+    script: Script,
+    args: readonly Arg[],
+  ): Reply {
     const time = now();
     if (time < lastTime) sweepAll(lastTime);
     lastTime = time;

@@ -29,8 +29,15 @@ const NUMBERS: (readonly [size: number, read: Reader] | undefined)[] = [];
 for (const [type, size, read] of NUMBER_TYPES) NUMBERS[type] = [size, read];
 
 // Strings (str8, str16, str32) and arrays (array16, array32) whose length takes this many bytes.
-const STRING_LENGTH = new Map([[0xd9, 1], [0xda, 2], [0xdb, 4]]);
-const ARRAY_LENGTH = new Map([[0xdc, 2], [0xdd, 4]]);
+const STRING_LENGTH = new Map([
+  [0xd9, 1],
+  [0xda, 2],
+  [0xdb, 4],
+]);
+const ARRAY_LENGTH = new Map([
+  [0xdc, 2],
+  [0xdd, 4],
+]);
 
 export function unpackArray(bytes: Buffer): (number | string)[] {
   let at = 0;

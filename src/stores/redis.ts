@@ -1,5 +1,11 @@
 import { sha1Hex } from '../core/digest.js';
-import { InvalidOptionError, StoreError, StorePermissionError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import {
+  InvalidOptionError,
+  StoreError,
+  StorePermissionError,
+  StoreTimeoutError,
+  toStoreError,
+} from '../core/errors.js';
 import { afterThisTick } from '../core/host.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../core/script.js';
@@ -100,7 +106,11 @@ function inServerWords(reply: (message: string) => string | undefined): (error: 
 // glide names the error codes its core knows by kind ("An error was signalled by the server: -
 // NoScriptError: No matching script..."), and writes others as "CODE: text" (sluice's own LATE).
 // The kinds whose codes this file reads:
-const GLIDE_KINDS: Readonly<Record<string, string>> = { ResponseError: 'ERR', NoScriptError: 'NOSCRIPT', PermissionDenied: 'NOPERM' };
+const GLIDE_KINDS: Readonly<Record<string, string>> = {
+  ResponseError: 'ERR',
+  NoScriptError: 'NOSCRIPT',
+  PermissionDenied: 'NOPERM',
+};
 
 function glideReply(message: string): string | undefined {
   const known = /^An error was signalled by the server: - (\w+): ([\s\S]*)$/.exec(message);
@@ -203,7 +213,11 @@ function scriptClient(client: unknown): ScriptClient {
 // Cluster clients say so publicly: ioredis and iovalkey with `isCluster`, node-redis with its slot
 // lookup, glide with its routed script call.
 function isCluster(client: unknown): boolean {
-  return (client as { isCluster?: unknown }).isCluster === true || hasMethods(client, 'getSlotMaster') || hasMethods(client, 'invokeScriptWithRoute');
+  return (
+    (client as { isCluster?: unknown }).isCluster === true ||
+    hasMethods(client, 'getSlotMaster') ||
+    hasMethods(client, 'invokeScriptWithRoute')
+  );
 }
 
 // Enough to amortise a round trip many times over while keeping one script run short (Redis
@@ -257,13 +271,19 @@ function missingRule(message: string, keys: readonly string[], lua: string | und
   return [...new Set(keys.map(aclKeyPattern))].join(' or ');
 }
 
-function permissionError(message: string, keys: readonly string[], lua: string | undefined, cause?: unknown): StorePermissionError {
+function permissionError(
+  message: string,
+  keys: readonly string[],
+  lua: string | undefined,
+  cause?: unknown,
+): StorePermissionError {
   return new StorePermissionError(missingRule(message, keys, lua), message, { cause });
 }
 
 /** A client's error as a StoreError: an ACL refusal as a StorePermissionError naming the rule to grant. */
 function storeErrorOf(error: unknown, keys: readonly string[], lua: string): StoreError {
-  if (error instanceof Error && ACL_REFUSAL.test(error.message)) return permissionError(error.message, keys, lua, error);
+  if (error instanceof Error && ACL_REFUSAL.test(error.message))
+    return permissionError(error.message, keys, lua, error);
   return toStoreError(error);
 }
 
@@ -289,7 +309,8 @@ class Pending implements Request {
       // Every reply names the server's time when the script ran (see Reply).
       this.clock.observe(raw[1] as number);
       this.done(raw);
-    } else this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+    } else
+      this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
   }
 
   reject(error: unknown): void {
@@ -318,7 +339,12 @@ export function redisStore(client: RedisClient): Store {
   // (again by the next one if asking failed).
   let pexpiretime: boolean | Promise<boolean> | undefined;
 
-  async function evaluate(script: { readonly sha: string; readonly lua: string }, keys: readonly string[], args: readonly Arg[], via: Evaluator = redis) {
+  async function evaluate(
+    script: { readonly sha: string; readonly lua: string },
+    keys: readonly string[],
+    args: readonly Arg[],
+    via: Evaluator = redis,
+  ) {
     try {
       return await via.evalsha(script.sha, keys, args);
     } catch (error) {
@@ -356,7 +382,9 @@ export function redisStore(client: RedisClient): Store {
     const message = error instanceof Error ? error.message : '';
     if (!message.startsWith(`${LATE} `)) return storeErrorOf(error, keys, lua);
     clock.observe(Number(message.split(' ', 2)[1]));
-    return new StoreTimeoutError(`the call reached Redis after its deadline and counted nothing: ${message}`, { cause: error });
+    return new StoreTimeoutError(`the call reached Redis after its deadline and counted nothing: ${message}`, {
+      cause: error,
+    });
   }
 
   function send(script: Script, requests: readonly Pending[]): void {
@@ -372,7 +400,10 @@ export function redisStore(client: RedisClient): Store {
     const { keys, args, order } = batchArguments(requests, deadline);
     const batch = batchScript(script, redis.binary !== undefined);
     evaluate(batch, keys, args, redis.binary).then(
-      (raw) => settle(order, raw, (message) => (ACL_REFUSAL.test(message) ? permissionError(message, keys, batch.lua) : new StoreError(message))),
+      (raw) =>
+        settle(order, raw, (message) =>
+          ACL_REFUSAL.test(message) ? permissionError(message, keys, batch.lua) : new StoreError(message),
+        ),
       (error: unknown) => {
         const reason = failure(error, keys, batch.lua);
         requests.forEach((request) => request.reject(reason));
@@ -407,7 +438,8 @@ export function redisStore(client: RedisClient): Store {
         if (redis.memoryInfo) checkEviction(redis.memoryInfo);
       }
       const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
-      if (typeof pexpiretime === 'boolean' || script.withoutPexpiretime === undefined) return decide(formOn(script, pexpiretime !== false), keys, args, deadline);
+      if (typeof pexpiretime === 'boolean' || script.withoutPexpiretime === undefined)
+        return decide(formOn(script, pexpiretime !== false), keys, args, deadline);
       const asked = pexpiretime ?? askPexpiretime(keys[0] ?? '');
       return asked.then((has) => decide(formOn(script, has), keys, args, deadline));
     },

@@ -1,5 +1,12 @@
 import { PassThrough } from 'node:stream';
-import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type RequestListener,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
@@ -20,7 +27,12 @@ import { clientAddress as expressClientAddress, rateLimit as expressRateLimit } 
 import { clientAddress as fastifyClientAddress, rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { clientAddress as honoClientAddress, rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
 import { clientAddress as koaClientAddress, rateLimit as koaRateLimit } from '../../src/adapters/koa.js';
-import { clientAddress as nestClientAddress, RateLimit, RateLimitGuard, RateLimitModule } from '../../src/adapters/nestjs.js';
+import {
+  clientAddress as nestClientAddress,
+  RateLimit,
+  RateLimitGuard,
+  RateLimitModule,
+} from '../../src/adapters/nestjs.js';
 import { clientAddress as nodeClientAddress, rateLimit as nodeRateLimit } from '../../src/adapters/node.js';
 import type { ClientAddressOptions } from '../../src/http/client-address.js';
 
@@ -45,7 +57,9 @@ export interface AppSpec {
 export type InfoBody = { key: string; allowed: boolean; remaining: number; policies: string[] } | null;
 
 const infoOf = (info: RateLimitInfo | undefined): InfoBody =>
-  info ? { key: info.key, allowed: info.allowed, remaining: info.remaining, policies: info.policies.map((p) => p.name) } : null;
+  info
+    ? { key: info.key, allowed: info.allowed, remaining: info.remaining, policies: info.policies.map((p) => p.name) }
+    : null;
 
 export interface RunningApp {
   readonly url: string;
@@ -101,7 +115,9 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
       const app = express();
       if (spec.frameworkProxy) app.set('trust proxy', 1);
       if (spec.login) app.get('/login', expressRateLimit(spec.login), (_req, res) => void res.send('login'));
-      app.use(expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)));
+      app.use(
+        expressRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname)),
+      );
       app.get('/', (_req, res) => void res.send('home'));
       app.get('/health', (_req, res) => void res.send('ok'));
       app.get('/fail', (_req, res) => void res.status(400).send('bad'));
@@ -118,7 +134,9 @@ const nodeAdapter: Adapter = {
   header: (req, name) => (req as IncomingMessage).headers[name] as string | undefined,
   proxySetting: false,
   serve(spec) {
-    const global = nodeRateLimit(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname));
+    const global = nodeRateLimit(
+      globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname),
+    );
     const login = spec.login ? nodeRateLimit(spec.login) : undefined;
     return listen(async (req: IncomingMessage, res: ServerResponse) => {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -143,7 +161,10 @@ const fastifyAdapter: Adapter = {
   async serve(spec) {
     // Fastify 5.12 ignores a hop count (it cannot tell the peer is a proxy): trust the loopback proxy by address.
     const app = Fastify({ trustProxy: spec.frameworkProxy ? '127.0.0.1' : false });
-    await app.register(fastifyRateLimit, globalOptions(spec, (req) => req.routeOptions.url ?? req.url));
+    await app.register(
+      fastifyRateLimit,
+      globalOptions(spec, (req) => req.routeOptions.url ?? req.url),
+    );
     app.get('/', async () => 'home');
     app.get('/health', async () => 'ok');
     app.get('/fail', async (_request, reply) => reply.code(400).send('bad'));
@@ -169,7 +190,13 @@ const honoAdapter: Adapter = {
     app.get('/health', (c) => c.text('ok'));
     app.get('/fail', (c) => c.text('bad', 400));
     app.get('/info', (c) => c.json(infoOf(c.get('rateLimit'))));
-    app.get('/cut', () => new Response(new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(PARTIAL)) })));
+    app.get(
+      '/cut',
+      () =>
+        new Response(
+          new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(PARTIAL)) }),
+        ),
+    );
     return listen(getRequestListener(app.fetch));
   },
 };
@@ -210,7 +237,10 @@ export function decorate(controller: Type, method: string, ...decorators: Method
 }
 
 /** A Nest app on platform-express, of one module, set up by `configure`, listening on a free port; what fails to start is closed. */
-export async function serveNest(metadata: ModuleMetadata, configure?: (app: NestExpressApplication) => void): Promise<RunningApp> {
+export async function serveNest(
+  metadata: ModuleMetadata,
+  configure?: (app: NestExpressApplication) => void,
+): Promise<RunningApp> {
   class AppModule {}
   Module(metadata)(AppModule);
   const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger: false });
@@ -263,7 +293,11 @@ const nestAdapter: Adapter = {
     if (spec.login) decorate(AppController, 'login', Get('/login'), RateLimit(spec.login));
     return serveNest(
       {
-        imports: [RateLimitModule.forRoot(globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname))],
+        imports: [
+          RateLimitModule.forRoot(
+            globalOptions(spec, (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').pathname),
+          ),
+        ],
         controllers: [AppController],
         providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }],
       },
@@ -291,13 +325,17 @@ export interface Reply {
 /** One GET over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
 export function get(url: string, options: { from?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      res.on('error', reject);
-    });
+    const req = request(
+      url,
+      { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });

@@ -11,7 +11,10 @@ const root = new URL('../../', import.meta.url);
 const harness = useRedis();
 
 /** Runs an example as a user would (on the source, through tsx), until it prints where it listens. */
-async function runExample(file: string, redisUrl = harness.server.url): Promise<{ url: string; stop(): Promise<void> }> {
+async function runExample(
+  file: string,
+  redisUrl = harness.server.url,
+): Promise<{ url: string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: root,
     env: { ...process.env, PORT: '0', REDIS_URL: redisUrl },
@@ -48,7 +51,10 @@ describe('examples', () => {
         const from = `127.0.1.${i + 1}`;
         const replies = [];
         for (let n = 0; n < 6; n++) replies.push(await get(`${example.url}/`, { from }));
-        assert.deepEqual(replies.map((reply) => reply.status), [200, 200, 200, 200, 200, 429]);
+        assert.deepEqual(
+          replies.map((reply) => reply.status),
+          [200, 200, 200, 200, 200, 429],
+        );
         assert.equal(replies[0]?.body, 'hello');
         assert.match(String(replies[4]?.headers.ratelimit), /^"per-minute";r=0;t=\d+$/);
         assert.equal(replies[5]?.headers['retry-after'] !== undefined, true);

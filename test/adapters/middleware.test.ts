@@ -6,7 +6,17 @@ import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js
 import Fastify from 'fastify';
 import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../src/adapters/fastify.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, redisStore, slidingLog, StoreError, tokenBucket, type Limiter } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  InvalidOptionError,
+  memoryStore,
+  redisStore,
+  slidingLog,
+  StoreError,
+  tokenBucket,
+  type Limiter,
+} from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { adapters, cut, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
 
@@ -22,7 +32,8 @@ function fakeClock() {
   const clock = { now: START };
   const store = memoryStore({ now: () => clock.now });
   // Limiters sharing a store need their own prefixes, or they count the same keys.
-  const limiter = (limit: number, name = 'fixed-window'): Limiter => createLimiter({ store, prefix: name, policy: fixedWindow({ limit, window: '1m', name }) });
+  const limiter = (limit: number, name = 'fixed-window'): Limiter =>
+    createLimiter({ store, prefix: name, policy: fixedWindow({ limit, window: '1m', name }) });
   return { clock, limiter };
 }
 
@@ -41,19 +52,24 @@ function watchCorrections(limiter: Limiter) {
     });
   const watched: Limiter = {
     ...limiter,
-    refund: (key, cost, options) => record(limiter.refund(key, cost, options), (refunded) => `${key} ${JSON.stringify(cost)} ${refunded}`),
+    refund: (key, cost, options) =>
+      record(limiter.refund(key, cost, options), (refunded) => `${key} ${JSON.stringify(cost)} ${refunded}`),
     async reserve(key, options) {
       const reservation = await limiter.reserve(key, options);
       return {
         ...reservation,
-        settle: (actual) => record(reservation.settle(actual), (done) => `settle ${key} ${JSON.stringify(actual)} ${done}`),
+        settle: (actual) =>
+          record(reservation.settle(actual), (done) => `settle ${key} ${JSON.stringify(actual)} ${done}`),
         cancel: () => record(reservation.cancel(), (done) => `cancel ${key} ${done}`),
       };
     },
   };
   const reach = (count: number) =>
     new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${calls.length} corrections, not ${count}: ${calls.join('; ')}`)), 2_000);
+      const timer = setTimeout(
+        () => reject(new Error(`${calls.length} corrections, not ${count}: ${calls.join('; ')}`)),
+        2_000,
+      );
       settled = () => {
         if (calls.length < count) return;
         clearTimeout(timer);
@@ -66,7 +82,17 @@ function watchCorrections(limiter: Limiter) {
 
 /** The rate-limit fields of a reply (every header sluice may send), absent ones left out. */
 function rateLimitFields(headers: Record<string, unknown>): Record<string, unknown> {
-  const names = ['ratelimit-policy', 'ratelimit', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after'];
+  const names = [
+    'ratelimit-policy',
+    'ratelimit',
+    'ratelimit-limit',
+    'ratelimit-remaining',
+    'ratelimit-reset',
+    'x-ratelimit-limit',
+    'x-ratelimit-remaining',
+    'x-ratelimit-reset',
+    'retry-after',
+  ];
   return Object.fromEntries(names.filter((name) => headers[name] !== undefined).map((name) => [name, headers[name]]));
 }
 
@@ -114,11 +140,18 @@ for (const adapter of adapters) {
       const first = await get(`${app.url}/`);
       assert.equal(first.status, 200);
       assert.equal(first.body, 'home');
-      assert.deepEqual(rateLimitFields(first.headers), { 'ratelimit-policy': '"per-minute";q=2;w=60', ratelimit: '"per-minute";r=1;t=50' });
+      assert.deepEqual(rateLimitFields(first.headers), {
+        'ratelimit-policy': '"per-minute";q=2;w=60',
+        ratelimit: '"per-minute";r=1;t=50',
+      });
       assert.equal((await get(`${app.url}/`)).status, 200);
       const denied = await get(`${app.url}/`);
       assert.equal(denied.status, 429);
-      assert.deepEqual(rateLimitFields(denied.headers), { 'ratelimit-policy': '"per-minute";q=2;w=60', ratelimit: '"per-minute";r=0;t=50', 'retry-after': '50' });
+      assert.deepEqual(rateLimitFields(denied.headers), {
+        'ratelimit-policy': '"per-minute";q=2;w=60',
+        ratelimit: '"per-minute";r=0;t=50',
+        'retry-after': '50',
+      });
       assert.equal(denied.headers['content-type'], 'application/problem+json');
       assert.deepEqual(JSON.parse(denied.body), {
         type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
@@ -133,30 +166,61 @@ for (const adapter of adapters) {
       const store = memoryStore({ now: () => clock.now });
       const policy = tokenBucket({ capacity: 10, refillPerSecond: 1, name: 'tb' });
       const app = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-11', policy }) } });
-      const legacy = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-7', policy }), headers: 'draft-7' } });
+      const legacy = await serve({
+        global: { limiter: createLimiter({ store, prefix: 'draft-7', policy }), headers: 'draft-7' },
+      });
       const replies = [];
       for (let i = 0; i < 12; i++) replies.push(await get(`${app.url}/`));
-      assert.deepEqual(replies[0] && rateLimitFields(replies[0].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=9;t=1' });
-      assert.deepEqual(replies[9] && rateLimitFields(replies[9].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
-      assert.deepEqual(replies[11] && rateLimitFields(replies[11].headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1', 'retry-after': '1' });
+      assert.deepEqual(replies[0] && rateLimitFields(replies[0].headers), {
+        'ratelimit-policy': '"tb";q=10;w=10',
+        ratelimit: '"tb";r=9;t=1',
+      });
+      assert.deepEqual(replies[9] && rateLimitFields(replies[9].headers), {
+        'ratelimit-policy': '"tb";q=10;w=10',
+        ratelimit: '"tb";r=0;t=1',
+      });
+      assert.deepEqual(replies[11] && rateLimitFields(replies[11].headers), {
+        'ratelimit-policy': '"tb";q=10;w=10',
+        ratelimit: '"tb";r=0;t=1',
+        'retry-after': '1',
+      });
       clock.now += 500;
       assert.equal((await get(`${app.url}/`)).headers.ratelimit, '"tb";r=0;t=1');
       clock.now += 500;
-      assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), { 'ratelimit-policy': '"tb";q=10;w=10', ratelimit: '"tb";r=0;t=1' });
+      assert.deepEqual(rateLimitFields((await get(`${app.url}/`)).headers), {
+        'ratelimit-policy': '"tb";q=10;w=10',
+        ratelimit: '"tb";r=0;t=1',
+      });
       for (let i = 0; i < 11; i++) await get(`${legacy.url}/`);
-      assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), { 'ratelimit-policy': '10;w=10', ratelimit: 'limit=10, remaining=0, reset=10', 'retry-after': '1' });
-      const draft8 = await serve({ global: { limiter: createLimiter({ store, prefix: 'draft-8', policy }), headers: 'draft-8' } });
+      assert.deepEqual(rateLimitFields((await get(`${legacy.url}/`)).headers), {
+        'ratelimit-policy': '10;w=10',
+        ratelimit: 'limit=10, remaining=0, reset=10',
+        'retry-after': '1',
+      });
+      const draft8 = await serve({
+        global: { limiter: createLimiter({ store, prefix: 'draft-8', policy }), headers: 'draft-8' },
+      });
       for (let i = 0; i < 11; i++) await get(`${draft8.url}/`);
-      assert.deepEqual(rateLimitFields((await get(`${draft8.url}/`)).headers), { 'ratelimit-policy': `"tb";q=10;w=10;pk=${PK_127_0_0_1}`, ratelimit: '"tb";r=0;t=10', 'retry-after': '1' });
+      assert.deepEqual(rateLimitFields((await get(`${draft8.url}/`)).headers), {
+        'ratelimit-policy': `"tb";q=10;w=10;pk=${PK_127_0_0_1}`,
+        ratelimit: '"tb";r=0;t=10',
+        'retry-after': '1',
+      });
     });
 
     it('names unnamed policies by what they allow, in the headers and the problem body', async () => {
       const clock = { now: START };
       const policy = [slidingLog({ limit: 1, window: '1s' }), slidingLog({ limit: 5, window: '1m' })];
-      const app = await serve({ global: { limiter: createLimiter({ store: memoryStore({ now: () => clock.now }), policy }) } });
+      const app = await serve({
+        global: { limiter: createLimiter({ store: memoryStore({ now: () => clock.now }), policy }) },
+      });
       assert.equal((await get(`${app.url}/`)).status, 200);
       const denied = await get(`${app.url}/`);
-      assert.deepEqual(rateLimitFields(denied.headers), { 'ratelimit-policy': '"1-per-1s";q=1;w=1, "5-per-1m";q=5;w=60', ratelimit: '"1-per-1s";r=0;t=1, "5-per-1m";r=4;t=60', 'retry-after': '1' });
+      assert.deepEqual(rateLimitFields(denied.headers), {
+        'ratelimit-policy': '"1-per-1s";q=1;w=1, "5-per-1m";q=5;w=60',
+        ratelimit: '"1-per-1s";r=0;t=1, "5-per-1m";r=4;t=60',
+        'retry-after': '1',
+      });
       assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['1-per-1s']);
     });
 
@@ -178,7 +242,10 @@ for (const adapter of adapters) {
       assert.deepEqual(await statuses(`${app.url}/`, 2), [200, 429]);
     });
 
-    for (const [option, refunded, counted] of [['skipFailedRequests', '/fail', '/'], ['skipSuccessfulRequests', '/', '/fail']] as const) {
+    for (const [option, refunded, counted] of [
+      ['skipFailedRequests', '/fail', '/'],
+      ['skipSuccessfulRequests', '/', '/fail'],
+    ] as const) {
       it(`${option}: gives back what a request to ${refunded} cost once answered, and counts ${counted}`, async () => {
         const { limiter } = fakeClock();
         const { watched, corrections: refunds } = watchCorrections(limiter(2));
@@ -187,7 +254,10 @@ for (const adapter of adapters) {
           assert.equal((await get(`${app.url}${refunded}`)).status, refunded === '/fail' ? 400 : 200);
           await refunds.reach(i);
         }
-        assert.deepEqual(await statuses(`${app.url}${counted}`, 3), counted === '/fail' ? [400, 400, 429] : [200, 200, 429]);
+        assert.deepEqual(
+          await statuses(`${app.url}${counted}`, 3),
+          counted === '/fail' ? [400, 400, 429] : [200, 200, 429],
+        );
         assert.deepEqual(refunds.calls, ['127.0.0.1 1 true', '127.0.0.1 1 true', '127.0.0.1 1 true']);
       });
     }
@@ -224,7 +294,10 @@ for (const adapter of adapters) {
         const store = memoryStore({ now: () => clock.now });
         const limiter = createLimiter({
           store,
-          policy: [fixedWindow({ limit: 10, window: '1m', name: 'requests' }), fixedWindow({ limit: 1000, window: '1m', name: 'tokens', counts: 'tokens' })],
+          policy: [
+            fixedWindow({ limit: 10, window: '1m', name: 'requests' }),
+            fixedWindow({ limit: 1000, window: '1m', name: 'tokens', counts: 'tokens' }),
+          ],
         });
         const { watched, corrections } = watchCorrections(limiter);
         const responses: unknown[] = [];
@@ -245,11 +318,20 @@ for (const adapter of adapters) {
         const { limiter, corrections, responses, global } = budget();
         const app = await serve({ global });
         const first = await get(`${app.url}/`, used(100));
-        assert.deepEqual(rateLimitFields(first.headers), { 'ratelimit-policy': '"requests";q=10;w=60, "tokens";q=1000;qu="tokens";w=60', ratelimit: '"requests";r=9;t=50, "tokens";r=500;t=50' });
+        assert.deepEqual(rateLimitFields(first.headers), {
+          'ratelimit-policy': '"requests";q=10;w=60, "tokens";q=1000;qu="tokens";w=60',
+          ratelimit: '"requests";r=9;t=50, "tokens";r=500;t=50',
+        });
         await corrections.reach(1);
         assert.deepEqual(corrections.calls, ['settle 127.0.0.1 {"requests":1,"tokens":100} true']);
-        assert.ok(typeof responses[0] === 'object' && responses[0] !== null, 'settle receives the framework\'s response');
-        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [9, 900]);
+        assert.ok(
+          typeof responses[0] === 'object' && responses[0] !== null,
+          "settle receives the framework's response",
+        );
+        assert.deepEqual(
+          (await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining),
+          [9, 900],
+        );
         // 500 reserved, 1500 used: 1000 more, 600 past the limit.
         assert.equal((await get(`${app.url}/`, used(1500))).status, 200);
         await corrections.reach(2);
@@ -265,7 +347,10 @@ for (const adapter of adapters) {
         assert.equal(await cut(`${app.url}/cut`), 200);
         await corrections.reach(2);
         assert.deepEqual(corrections.calls, ['cancel 127.0.0.1 true', 'cancel 127.0.0.1 true']);
-        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [10, 1000]);
+        assert.deepEqual(
+          (await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining),
+          [10, 1000],
+        );
       });
 
       it('reports a settle hook that throws or answers a bad cost once, and the request stays charged at its estimate', async () => {
@@ -280,10 +365,17 @@ for (const adapter of adapters) {
         const app = await serve({ global });
         assert.equal((await get(`${app.url}/`, { headers: { 'X-Used-Tokens': 'throw' } })).status, 200);
         assert.equal((await get(`${app.url}/`)).status, 200);
-        for (let wait = 0; warnings.length === 0 && wait < 100; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
-        assert.deepEqual(warnings.map((w) => w.code), ['SLUICE_SETTLE_FAILED']);
+        for (let wait = 0; warnings.length === 0 && wait < 100; wait++)
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.deepEqual(
+          warnings.map((w) => w.code),
+          ['SLUICE_SETTLE_FAILED'],
+        );
         assert.match(warnings[0]?.message ?? '', /no usage reported/);
-        assert.deepEqual((await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining), [8, 0]);
+        assert.deepEqual(
+          (await limiter.peek('127.0.0.1')).policies.map((p) => p.remaining),
+          [8, 0],
+        );
       });
 
       it('refuses a settle hook beside a limiter without reserve()', async () => {
@@ -302,16 +394,24 @@ for (const adapter of adapters) {
       const app = await serve({ global: { limiter: limiter(1), onWarning: (warning) => warnings.push(warning) } });
       assert.equal((await get(`${app.url}/`, { from: '127.0.0.2' })).status, 200);
       for (const forged of ['198.51.100.1', '198.51.100.2', '2001:db8::1']) {
-        assert.equal((await get(`${app.url}/`, { from: '127.0.0.2', headers: { 'X-Forwarded-For': forged } })).status, 429);
+        assert.equal(
+          (await get(`${app.url}/`, { from: '127.0.0.2', headers: { 'X-Forwarded-For': forged } })).status,
+          429,
+        );
       }
       assert.equal((await get(`${app.url}/`, { from: '127.0.0.3' })).status, 200);
-      assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_PROXY_HEADER_IGNORED']);
+      assert.deepEqual(
+        warnings.map((warning) => warning.code),
+        ['SLUICE_PROXY_HEADER_IGNORED'],
+      );
     });
 
     it('behind one trusted proxy, reads only the hop it appended: forged addresses to its left earn nothing', async () => {
       const { limiter } = fakeClock();
       const warnings: SluiceWarning[] = [];
-      const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, onWarning: (warning) => warnings.push(warning) } });
+      const app = await serve({
+        global: { limiter: limiter(1), trustedProxies: 1, onWarning: (warning) => warnings.push(warning) },
+      });
       const through = (chain: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } });
       assert.equal((await through('203.0.113.9')).status, 200);
       assert.equal((await through('198.51.100.1, 203.0.113.9')).status, 429);
@@ -321,21 +421,45 @@ for (const adapter of adapters) {
       assert.deepEqual(warnings, []);
     });
 
-    it(`with trustedProxies 'framework', ${adapter.proxySetting ? 'keys clients by the framework\'s own proxy setting' : 'is refused: the framework has no proxy setting'}`, async () => {
+    it(`with trustedProxies 'framework', ${adapter.proxySetting ? "keys clients by the framework's own proxy setting" : 'is refused: the framework has no proxy setting'}`, async () => {
       const { limiter } = fakeClock();
       const warnings: SluiceWarning[] = [];
-      const spec: AppSpec = { global: { limiter: limiter(1), trustedProxies: 'framework', onWarning: (warning) => warnings.push(warning) }, frameworkProxy: true };
+      const spec: AppSpec = {
+        global: { limiter: limiter(1), trustedProxies: 'framework', onWarning: (warning) => warnings.push(warning) },
+        frameworkProxy: true,
+      };
       if (!adapter.proxySetting) {
-        await assert.rejects(async () => serve(spec), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies' && error.message.includes('no proxy setting of its own'));
+        await assert.rejects(
+          async () => serve(spec),
+          (error: unknown) =>
+            error instanceof InvalidOptionError &&
+            error.option === 'trustedProxies' &&
+            error.message.includes('no proxy setting of its own'),
+        );
         return;
       }
       const app = await serve(spec);
-      const through = async (chain: string) => (await get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } })).status;
-      assert.deepEqual([await through('203.0.113.9'), await through('198.51.100.1, 203.0.113.9'), await through('::ffff:203.0.113.9'), await through('203.0.113.10')], [200, 429, 429, 200]);
+      const through = async (chain: string) =>
+        (await get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } })).status;
+      assert.deepEqual(
+        [
+          await through('203.0.113.9'),
+          await through('198.51.100.1, 203.0.113.9'),
+          await through('::ffff:203.0.113.9'),
+          await through('203.0.113.10'),
+        ],
+        [200, 429, 429, 200],
+      );
       assert.deepEqual(warnings, []);
       // Without the framework's setting, it sees only the socket: every client is 127.0.0.1.
       const unset = await serve({ global: { limiter: limiter(1, 'unset'), trustedProxies: 'framework' } });
-      assert.deepEqual([(await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.9' } })).status, (await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.10' } })).status], [200, 429]);
+      assert.deepEqual(
+        [
+          (await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.9' } })).status,
+          (await get(`${unset.url}/`, { headers: { 'X-Forwarded-For': '203.0.113.10' } })).status,
+        ],
+        [200, 429],
+      );
     });
 
     it('groups IPv6 clients by /56: one client rotating through its addresses shares one quota', async () => {
@@ -353,7 +477,12 @@ for (const adapter of adapters) {
       const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1 } });
       const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
       assert.equal((await from('203.0.113.8')).status, 200);
-      for (const spelling of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000::FFFF:CB00:7108', '[::ffff:203.0.113.8]:4711']) {
+      for (const spelling of [
+        '0:0:0:0:0:ffff:203.0.113.8',
+        '::ffff:cb00:7108',
+        '0000::FFFF:CB00:7108',
+        '[::ffff:203.0.113.8]:4711',
+      ]) {
         assert.equal((await from(spelling)).status, 429, spelling);
       }
       assert.equal((await from('::1')).status, 200);
@@ -363,11 +492,24 @@ for (const adapter of adapters) {
       const { limiter } = fakeClock();
       const keys: string[] = [];
       const key = (req: unknown) => `anonymous:${adapter.clientAddress(req, { trustedProxies: 1 })}`;
-      const app = await serve({ global: { limiter: limiter(1), key, onDenied: (_req, denial) => void keys.push(denial.key) } });
+      const app = await serve({
+        global: { limiter: limiter(1), key, onDenied: (_req, denial) => void keys.push(denial.key) },
+      });
       const from = (address: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': address } });
-      assert.deepEqual([await from('2001:db8:ab:cd01::1'), await from('2001:db8:ab:cdff::2'), await from('203.0.113.8'), await from('::ffff:cb00:7108')].map((r) => r.status), [200, 429, 200, 429]);
+      assert.deepEqual(
+        [
+          await from('2001:db8:ab:cd01::1'),
+          await from('2001:db8:ab:cdff::2'),
+          await from('203.0.113.8'),
+          await from('::ffff:cb00:7108'),
+        ].map((r) => r.status),
+        [200, 429, 200, 429],
+      );
       assert.deepEqual(keys, ['anonymous:2001:db8:ab:cd00::/56', 'anonymous:203.0.113.8']);
-      assert.throws(() => adapter.clientAddress({}, { trustedProxies: true as unknown as number }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies');
+      assert.throws(
+        () => adapter.clientAddress({}, { trustedProxies: true as unknown as number }),
+        (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies',
+      );
     });
 
     it('reads the Forwarded header when told to, and only it', async () => {
@@ -375,7 +517,11 @@ for (const adapter of adapters) {
       const app = await serve({ global: { limiter: limiter(1), trustedProxies: 1, proxyHeader: 'forwarded' } });
       const send = (headers: Record<string, string>) => get(`${app.url}/`, { headers });
       assert.equal((await send({ Forwarded: 'for="[2001:db8:cafe::17]:4711";proto=https' })).status, 200);
-      assert.equal((await send({ Forwarded: 'for=198.51.100.1, for="[2001:db8:cafe:1::9]"', 'X-Forwarded-For': '203.0.113.1' })).status, 429);
+      assert.equal(
+        (await send({ Forwarded: 'for=198.51.100.1, for="[2001:db8:cafe:1::9]"', 'X-Forwarded-For': '203.0.113.1' }))
+          .status,
+        429,
+      );
       assert.equal((await send({ Forwarded: 'for=192.0.2.60' })).status, 200);
     });
 
@@ -393,7 +539,11 @@ for (const adapter of adapters) {
 
     it('skips what skip() names, and limits a route by its own limiter alone', async () => {
       const { limiter } = fakeClock();
-      const app = await serve({ global: { limiter: limiter(1, 'site') }, login: { limiter: limiter(2, 'login') }, skipPath: '/health' });
+      const app = await serve({
+        global: { limiter: limiter(1, 'site') },
+        login: { limiter: limiter(2, 'login') },
+        skipPath: '/health',
+      });
       const health = await get(`${app.url}/health`);
       assert.equal(health.body, 'ok');
       assert.deepEqual(rateLimitFields(health.headers), {});
@@ -407,10 +557,25 @@ for (const adapter of adapters) {
 
     it('sends the fields of each header mode, and only those', async () => {
       const expected: Record<string, Record<string, string>> = {
-        'draft-8': { 'ratelimit-policy': `"fixed-window";q=1;w=60;pk=${PK_127_0_0_1}`, ratelimit: '"fixed-window";r=0;t=50', 'retry-after': '50' },
+        'draft-8': {
+          'ratelimit-policy': `"fixed-window";q=1;w=60;pk=${PK_127_0_0_1}`,
+          ratelimit: '"fixed-window";r=0;t=50',
+          'retry-after': '50',
+        },
         'draft-7': { 'ratelimit-policy': '1;w=60', ratelimit: 'limit=1, remaining=0, reset=50', 'retry-after': '50' },
-        'draft-6': { 'ratelimit-policy': '1;w=60', 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': '50', 'retry-after': '50' },
-        legacy: { 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String((START + 50_000) / 1000), 'retry-after': '50' },
+        'draft-6': {
+          'ratelimit-policy': '1;w=60',
+          'ratelimit-limit': '1',
+          'ratelimit-remaining': '0',
+          'ratelimit-reset': '50',
+          'retry-after': '50',
+        },
+        legacy: {
+          'x-ratelimit-limit': '1',
+          'x-ratelimit-remaining': '0',
+          'x-ratelimit-reset': String((START + 50_000) / 1000),
+          'retry-after': '50',
+        },
         false: { 'retry-after': '50' },
       };
       for (const mode of ['draft-8', 'draft-7', 'draft-6', 'legacy', false] as const) {
@@ -431,24 +596,48 @@ for (const adapter of adapters) {
     it('speaks for one binding policy in Retry-After and every header mode: the longest wait among those that denied', async () => {
       // The issue's example: [2 per 1 s, 5 per 1 h], three calls of cost 2; the third is denied by both.
       const expected: Record<string, Record<string, string>> = {
-        'draft-11': { 'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600', ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589', 'retry-after': '3589' },
+        'draft-11': {
+          'ratelimit-policy': '"per-second";q=2;w=1, "per-hour";q=5;w=3600',
+          ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589',
+          'retry-after': '3589',
+        },
         'draft-8': {
           'ratelimit-policy': `"per-second";q=2;w=1;pk=${PK_127_0_0_1}, "per-hour";q=5;w=3600;pk=${PK_127_0_0_1}`,
           ratelimit: '"per-second";r=0;t=1, "per-hour";r=1;t=3589',
           'retry-after': '3589',
         },
-        'draft-7': { 'ratelimit-policy': '5;w=3600', ratelimit: 'limit=5, remaining=1, reset=3589', 'retry-after': '3589' },
-        'draft-6': { 'ratelimit-policy': '5;w=3600', 'ratelimit-limit': '5', 'ratelimit-remaining': '1', 'ratelimit-reset': '3589', 'retry-after': '3589' },
-        legacy: { 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000), 'retry-after': '3589' },
+        'draft-7': {
+          'ratelimit-policy': '5;w=3600',
+          ratelimit: 'limit=5, remaining=1, reset=3589',
+          'retry-after': '3589',
+        },
+        'draft-6': {
+          'ratelimit-policy': '5;w=3600',
+          'ratelimit-limit': '5',
+          'ratelimit-remaining': '1',
+          'ratelimit-reset': '3589',
+          'retry-after': '3589',
+        },
+        legacy: {
+          'x-ratelimit-limit': '5',
+          'x-ratelimit-remaining': '1',
+          'x-ratelimit-reset': String((START + 1_000 + 3_589_000) / 1000),
+          'retry-after': '3589',
+        },
       };
       for (const mode of ['draft-11', 'draft-8', 'draft-7', 'draft-6', 'legacy'] as const) {
         const clock = { now: START };
         const store = memoryStore({ now: () => clock.now });
-        const policy = [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })];
+        const policy = [
+          fixedWindow({ limit: 2, window: '1s', name: 'per-second' }),
+          fixedWindow({ limit: 5, window: '1h', name: 'per-hour' }),
+        ];
         const realNow = Date.now;
         Date.now = () => clock.now;
         try {
-          const app = await serve({ global: { limiter: createLimiter({ store, policy }), headers: mode, cost: () => 2 } });
+          const app = await serve({
+            global: { limiter: createLimiter({ store, policy }), headers: mode, cost: () => 2 },
+          });
           assert.equal((await get(`${app.url}/`)).status, 200);
           clock.now += 1_000;
           assert.equal((await get(`${app.url}/`)).status, 200);
@@ -467,7 +656,10 @@ for (const adapter of adapters) {
       const options: RateLimitOptions<unknown> = {
         limiter: limiter(1, 'shed'),
         status: 503,
-        onDenied: (_req, denial) => void denials.push(`${denial.reason} ${denial.status} ${denial.key} ${denial.violated.map((p) => p.name).join()}`),
+        onDenied: (_req, denial) =>
+          void denials.push(
+            `${denial.reason} ${denial.status} ${denial.key} ${denial.violated.map((p) => p.name).join()}`,
+          ),
         body: (_req, denial) => ({ error: 'busy', retryInMs: denial.retryAfterMs }),
       };
       const app = await serve({ global: options });
@@ -480,25 +672,30 @@ for (const adapter of adapters) {
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
     });
 
-    it('decides each request under the policies policy(req) returns, sharing the key\'s state', async () => {
+    it("decides each request under the policies policy(req) returns, sharing the key's state", async () => {
       const { limiter } = fakeClock();
       const free = limiter(1, 'free');
       const pro = fixedWindow({ limit: 3, window: '1m', name: 'pro' });
-      const app = await serve({ global: { limiter: free, policy: (req) => (adapter.header(req, 'x-tier') === 'pro' ? pro : free.policies) } });
+      const app = await serve({
+        global: { limiter: free, policy: (req) => (adapter.header(req, 'x-tier') === 'pro' ? pro : free.policies) },
+      });
       const as = async (tier: string) => {
         const reply = await get(`${app.url}/`, { headers: { 'X-Tier': tier } });
         return `${reply.status} ${reply.headers.ratelimit}`;
       };
-      assert.deepEqual([await as('free'), await as('free'), await as('pro'), await as('pro'), await as('pro')], [
-        '200 "free";r=0;t=50',
-        '429 "free";r=0;t=50',
-        '200 "pro";r=1;t=50',
-        '200 "pro";r=0;t=50',
-        '429 "pro";r=0;t=50',
-      ]);
+      assert.deepEqual(
+        [await as('free'), await as('free'), await as('pro'), await as('pro'), await as('pro')],
+        [
+          '200 "free";r=0;t=50',
+          '429 "free";r=0;t=50',
+          '200 "pro";r=1;t=50',
+          '200 "pro";r=0;t=50',
+          '429 "pro";r=0;t=50',
+        ],
+      );
     });
 
-    it('shows the handler its request\'s rate limit, in the framework\'s own place', async () => {
+    it("shows the handler its request's rate limit, in the framework's own place", async () => {
       const { limiter } = fakeClock();
       const app = await serve({ global: { limiter: limiter(5, 'per-minute') } });
       await get(`${app.url}/`);
@@ -513,7 +710,10 @@ for (const adapter of adapters) {
       const app = await serve({ global: { limiter: limiter(1, 'daily'), status: 403 } });
       await get(`${app.url}/`);
       const denied = await get(`${app.url}/`);
-      assert.deepEqual([denied.status, denied.headers['retry-after'], denied.headers['content-type']], [403, '50', 'application/problem+json']);
+      assert.deepEqual(
+        [denied.status, denied.headers['retry-after'], denied.headers['content-type']],
+        [403, '50', 'application/problem+json'],
+      );
       assert.deepEqual(JSON.parse(denied.body), {
         type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
         title: 'Forbidden: the quota of this client is exceeded',
@@ -527,13 +727,27 @@ for (const adapter of adapters) {
       const app = await serve({
         global: {
           limiter: limiter(1, 'pages'),
-          respond: (_req, denial) => ({ status: 403, headers: { 'Content-Type': 'text/html; charset=utf-8', 'X-Denied-By': denial.violated.map((p) => p.name).join() }, body: `<p>Back in ${denial.retryAfterMs / 1000} s</p>` }),
+          respond: (_req, denial) => ({
+            status: 403,
+            headers: {
+              'Content-Type': 'text/html; charset=utf-8',
+              'X-Denied-By': denial.violated.map((p) => p.name).join(),
+            },
+            body: `<p>Back in ${denial.retryAfterMs / 1000} s</p>`,
+          }),
         },
       });
       await get(`${app.url}/`);
       const denied = await get(`${app.url}/`);
       assert.deepEqual(
-        [denied.status, denied.headers['content-type'], denied.headers['x-denied-by'], denied.headers['retry-after'], denied.headers.ratelimit, denied.body],
+        [
+          denied.status,
+          denied.headers['content-type'],
+          denied.headers['x-denied-by'],
+          denied.headers['retry-after'],
+          denied.headers.ratelimit,
+          denied.body,
+        ],
         [403, 'text/html; charset=utf-8', 'pages', '50', '"pages";r=0;t=50', '<p>Back in 50 s</p>'],
       );
       // What respond() returns is checked on the request: a bad status is the app's bug, a 500.
@@ -568,13 +782,22 @@ for (const adapter of adapters) {
     });
 
     it('enforces the limit through a real Redis', async () => {
-      const limiter = createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 3, window: '1h' }) });
+      const limiter = createLimiter({
+        store: redisStore(harness.redis),
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 3, window: '1h' }),
+      });
       const app = await serve({ global: { limiter } });
       assert.deepEqual(await statuses(`${app.url}/`, 5), [200, 200, 200, 429, 429]);
     });
 
     // The same answer whichever option chose it: the middleware's onStoreError, or the limiter's.
-    for (const [chosenBy, onStoreError] of [['middleware', 'allow'], ['middleware', 'deny'], ['limiter', 'allow'], ['limiter', 'deny']] as const) {
+    for (const [chosenBy, onStoreError] of [
+      ['middleware', 'allow'],
+      ['middleware', 'deny'],
+      ['limiter', 'allow'],
+      ['limiter', 'deny'],
+    ] as const) {
       it(`when Redis is down and the ${chosenBy} says '${onStoreError}', claims nothing about the quota`, async () => {
         const warnings: SluiceWarning[] = [];
         const denials: string[] = [];
@@ -589,7 +812,10 @@ for (const adapter of adapters) {
             limiter,
             onStoreError: chosenBy === 'middleware' ? onStoreError : undefined,
             onWarning: (warning) => warnings.push(warning),
-            onDenied: (_req, denial) => void denials.push(`${denial.reason} ${denial.status} ${denial.violated.length} ${denial.error instanceof StoreError}`),
+            onDenied: (_req, denial) =>
+              void denials.push(
+                `${denial.reason} ${denial.status} ${denial.violated.length} ${denial.error instanceof StoreError}`,
+              ),
           },
         });
         const replies = [await get(`${app.url}/`), await get(`${app.url}/`)];
@@ -604,7 +830,10 @@ for (const adapter of adapters) {
           }
         }
         assert.deepEqual(denials, onStoreError === 'allow' ? [] : ['store-error 503 0 true', 'store-error 503 0 true']);
-        assert.deepEqual(warnings.map((warning) => warning.code), ['SLUICE_STORE_FAILED']);
+        assert.deepEqual(
+          warnings.map((warning) => warning.code),
+          ['SLUICE_STORE_FAILED'],
+        );
       });
     }
   });
@@ -616,10 +845,22 @@ describe('fastify hook option', () => {
     const { limiter } = fakeClock();
     const keys: string[] = [];
     const app = Fastify();
-    await app.register(fastifyRateLimit, { limiter: limiter(1), hook, key: (request) => `user:${(request.body as { user?: string } | undefined)?.user}`, onDenied: (_request, denial) => void keys.push(denial.key) });
+    await app.register(fastifyRateLimit, {
+      limiter: limiter(1),
+      hook,
+      key: (request) => `user:${(request.body as { user?: string } | undefined)?.user}`,
+      onDenied: (_request, denial) => void keys.push(denial.key),
+    });
     app.post('/login', async () => 'welcome');
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
-    const post = async (user: string) => (await fetch(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user }) })).status;
+    const post = async (user: string) =>
+      (
+        await fetch(`${url}/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ user }),
+        })
+      ).status;
     try {
       return { statuses: [await post('ada'), await post('ada'), await post('bob')], keys };
     } finally {
@@ -637,7 +878,11 @@ describe('fastify hook option', () => {
 
   it('refuses another hook', async () => {
     const app = Fastify();
-    await assert.rejects(async () => app.register(fastifyRateLimit, { limiter: fakeClock().limiter(1), hook: 'onSend' as FastifyRateLimitHook }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'hook');
+    await assert.rejects(
+      async () =>
+        app.register(fastifyRateLimit, { limiter: fakeClock().limiter(1), hook: 'onSend' as FastifyRateLimitHook }),
+      (error: unknown) => error instanceof InvalidOptionError && error.option === 'hook',
+    );
     await app.close();
   });
 });

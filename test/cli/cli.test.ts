@@ -37,13 +37,37 @@ function limiterOn(prefix: string, policy: Policy) {
 describe('policy syntax', () => {
   it('builds each algorithm from its compact form', () => {
     const pick = (p: Policy) => ({ algorithm: p.algorithm, limit: p.limit, windowMs: p.windowMs });
-    assert.deepEqual(pick(parsePolicySpec('fixed-window:5/1s')), { algorithm: 'fixed-window', limit: 5, windowMs: 1000 });
-    assert.deepEqual(pick(parsePolicySpec('fixed-window:100/m')), { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 });
-    assert.deepEqual(pick(parsePolicySpec('sliding-log:7/250ms')), { algorithm: 'sliding-log', limit: 7, windowMs: 250 });
+    assert.deepEqual(pick(parsePolicySpec('fixed-window:5/1s')), {
+      algorithm: 'fixed-window',
+      limit: 5,
+      windowMs: 1000,
+    });
+    assert.deepEqual(pick(parsePolicySpec('fixed-window:100/m')), {
+      algorithm: 'fixed-window',
+      limit: 100,
+      windowMs: 60_000,
+    });
+    assert.deepEqual(pick(parsePolicySpec('sliding-log:7/250ms')), {
+      algorithm: 'sliding-log',
+      limit: 7,
+      windowMs: 250,
+    });
     // 10 tokens at 2 per second: empty to full in 5 s.
-    assert.deepEqual(pick(parsePolicySpec('token-bucket:10@2/s')), { algorithm: 'token-bucket', limit: 10, windowMs: 5000 });
-    assert.deepEqual(pick(parsePolicySpec('token-bucket:3@0.5/s')), { algorithm: 'token-bucket', limit: 3, windowMs: 6000 });
-    assert.deepEqual(pick(parsePolicySpec('token-bucket:60@1/1m')), { algorithm: 'token-bucket', limit: 60, windowMs: 3_600_000 });
+    assert.deepEqual(pick(parsePolicySpec('token-bucket:10@2/s')), {
+      algorithm: 'token-bucket',
+      limit: 10,
+      windowMs: 5000,
+    });
+    assert.deepEqual(pick(parsePolicySpec('token-bucket:3@0.5/s')), {
+      algorithm: 'token-bucket',
+      limit: 3,
+      windowMs: 6000,
+    });
+    assert.deepEqual(pick(parsePolicySpec('token-bucket:60@1/1m')), {
+      algorithm: 'token-bucket',
+      limit: 60,
+      windowMs: 3_600_000,
+    });
   });
 
   it('rejects a bad policy with one line naming --policy and the value', () => {
@@ -51,13 +75,20 @@ describe('policy syntax', () => {
       ['fixed-window', /--policy must be fixed-window:<limit>\/<window>.*; got "fixed-window"$/],
       ['leaky-bucket:5/1s', /--policy must be .*; got "leaky-bucket:5\/1s"$/],
       ['fixed-window:0/1s', /^sluice: --policy "fixed-window:0\/1s": option "limit" must be a whole number/],
-      ['sliding-log:20000/1s', /^sluice: --policy "sliding-log:20000\/1s": option "limit" must be a whole number from 1 to 10000; got 20000$/],
+      [
+        'sliding-log:20000/1s',
+        /^sluice: --policy "sliding-log:20000\/1s": option "limit" must be a whole number from 1 to 10000; got 20000$/,
+      ],
       ['fixed-window:5/1x', /^sluice: --policy "fixed-window:5\/1x": option "window" must be a duration/],
       ['fixed-window:5/5ms', /option "window" must be a duration of at least 10 ms/],
       ['token-bucket:10@0/s', /option "refillPerSecond" must be a finite number greater than 0; got 0$/],
     ];
     for (const [spec, message] of cases) {
-      assert.throws(() => parsePolicySpec(spec), (error: unknown) => error instanceof UsageError && message.test(error.message) && !error.message.includes('\n'), spec);
+      assert.throws(
+        () => parsePolicySpec(spec),
+        (error: unknown) => error instanceof UsageError && message.test(error.message) && !error.message.includes('\n'),
+        spec,
+      );
     }
   });
 });
@@ -66,7 +97,16 @@ describe('sluice inspect', () => {
   it('shows remaining and reset without consuming, as JSON and as text', async () => {
     const prefix = uniquePrefix();
     await limiterOn(prefix, fixedWindow({ limit: 5, window: '1h' })).limit('user:42', { cost: 3 });
-    const argv = ['inspect', 'user:42', '--policy', 'fixed-window:5/1h', '--prefix', prefix, '--redis', harness.server.url];
+    const argv = [
+      'inspect',
+      'user:42',
+      '--policy',
+      'fixed-window:5/1h',
+      '--prefix',
+      prefix,
+      '--redis',
+      harness.server.url,
+    ];
     const report = await sluiceJson(argv);
     const decision = report.decision as Record<string, number | boolean>;
     assert.deepEqual(
@@ -77,7 +117,14 @@ describe('sluice inspect', () => {
         prefix,
         redisKey: `${prefix}:{user:42}:fw`,
         policy: { spec: 'fixed-window:5/1h', algorithm: 'fixed-window', limit: 5, windowMs: 3_600_000 },
-        decision: { allowed: true, limit: 5, remaining: 2, retryAfterMs: 0, resetAfterMs: undefined, policies: undefined },
+        decision: {
+          allowed: true,
+          limit: 5,
+          remaining: 2,
+          retryAfterMs: 0,
+          resetAfterMs: undefined,
+          policies: undefined,
+        },
       },
     );
     assert.ok((decision.resetAfterMs as number) > 0 && (decision.resetAfterMs as number) <= 3_600_000);
@@ -98,7 +145,9 @@ describe('sluice inspect', () => {
     await limiterOn(prefix, tokenBucket({ capacity: 3, refillPerSecond: 1 / 3600 })).limit('k', { cost: 3 });
     await limiterOn(prefix, slidingLog({ limit: 2, window: '1h' })).limit('k', { cost: 2 });
     for (const spec of ['token-bucket:3@1/1h', 'sliding-log:2/1h']) {
-      const decision = (await sluiceJson(['inspect', 'k', '--policy', spec, '--prefix', prefix], { REDIS_URL: harness.server.url })).decision as Record<string, number | boolean>;
+      const decision = (
+        await sluiceJson(['inspect', 'k', '--policy', spec, '--prefix', prefix], { REDIS_URL: harness.server.url })
+      ).decision as Record<string, number | boolean>;
       assert.equal(decision.allowed, false, spec);
       assert.equal(decision.remaining, 0, spec);
       assert.ok((decision.retryAfterMs as number) > 3_500_000, `${spec}: retryAfterMs ${decision.retryAfterMs}`);
@@ -109,22 +158,51 @@ describe('sluice inspect', () => {
 describe('sluice reset', () => {
   it('deletes the key under every algorithm, or under the one named', async () => {
     const prefix = uniquePrefix();
-    const policies = [fixedWindow({ limit: 5, window: '1h' }), slidingLog({ limit: 5, window: '1h' }), tokenBucket({ capacity: 5, refillPerSecond: 1 })];
+    const policies = [
+      fixedWindow({ limit: 5, window: '1h' }),
+      slidingLog({ limit: 5, window: '1h' }),
+      tokenBucket({ capacity: 5, refillPerSecond: 1 }),
+    ];
     const consumeAll = () => Promise.all(policies.map((policy) => limiterOn(prefix, policy).limit('user:7')));
     await consumeAll();
     assert.equal((await keysWithTtl(harness.redis, prefix)).size, 3);
 
-    const only = await sluiceJson(['reset', 'user:7', '--policy', 'token-bucket', '--prefix', prefix, '--redis', harness.server.url]);
+    const only = await sluiceJson([
+      'reset',
+      'user:7',
+      '--policy',
+      'token-bucket',
+      '--prefix',
+      prefix,
+      '--redis',
+      harness.server.url,
+    ]);
     assert.deepEqual(only.redisKeys, [`${prefix}:{user:7}:tb`]);
-    assert.deepEqual([...(await keysWithTtl(harness.redis, prefix)).keys()].sort(), [`${prefix}:{user:7}:fw`, `${prefix}:{user:7}:sl`]);
+    assert.deepEqual([...(await keysWithTtl(harness.redis, prefix)).keys()].sort(), [
+      `${prefix}:{user:7}:fw`,
+      `${prefix}:{user:7}:sl`,
+    ]);
 
     const all = await sluiceJson(['reset', 'user:7', '--prefix', prefix], { REDIS_URL: harness.server.url });
     assert.deepEqual(all.algorithms, ['fixed-window', 'sliding-log', 'sliding-window', 'gcra', 'token-bucket']);
     assert.equal((await keysWithTtl(harness.redis, prefix)).size, 0);
 
     await consumeAll();
-    const text = await sluice(['reset', 'user:7', '--policy', 'sliding-log:5/1h', '--prefix', prefix, '--redis', harness.server.url]);
-    assert.deepEqual(text, { code: 0, err: [], out: [`reset user:7 on ${harness.server.url}: deleted ${prefix}:{user:7}:sl`] });
+    const text = await sluice([
+      'reset',
+      'user:7',
+      '--policy',
+      'sliding-log:5/1h',
+      '--prefix',
+      prefix,
+      '--redis',
+      harness.server.url,
+    ]);
+    assert.deepEqual(text, {
+      code: 0,
+      err: [],
+      out: [`reset user:7 on ${harness.server.url}: deleted ${prefix}:{user:7}:sl`],
+    });
     assert.equal((await keysWithTtl(harness.redis, prefix)).size, 2);
   });
 });
@@ -138,7 +216,10 @@ describe('sluice usage and failures', () => {
       for (const flag of ['--help', '-h']) {
         const run = await sluice([command, flag]);
         assert.equal(run.code, 0);
-        assert.match(run.out.join('\n'), new RegExp(`^Usage: sluice ${command}[\\s\\S]*Examples:\\n  sluice ${command}\\b`));
+        assert.match(
+          run.out.join('\n'),
+          new RegExp(`^Usage: sluice ${command}[\\s\\S]*Examples:\\n  sluice ${command}\\b`),
+        );
       }
     }
   });
@@ -147,16 +228,25 @@ describe('sluice usage and failures', () => {
     const url = ['--redis', harness.server.url];
     const cases: [string[], RegExp][] = [
       [['launch'], /^sluice: unknown command "launch"/],
-      [['inspect', 'k', '--polcy', 'x', ...url], /^sluice inspect: Unknown option '--polcy'; see sluice inspect --help$/],
+      [
+        ['inspect', 'k', '--polcy', 'x', ...url],
+        /^sluice inspect: Unknown option '--polcy'; see sluice inspect --help$/,
+      ],
       [['inspect', 'k', '--policy'], /Option '--policy <value>' argument missing/],
       [['inspect', '--policy', 'fixed-window:5/1s', ...url], /^sluice inspect: missing <key>/],
       [['inspect', 'k', 'k2', '--policy', 'fixed-window:5/1s', ...url], /^sluice inspect: unexpected argument "k2"/],
       [['inspect', 'k', ...url], /^sluice inspect: missing --policy/],
       [['inspect', 'k', '--policy', 'fixed:5/1s', ...url], /--policy must be .*; got "fixed:5\/1s"$/],
       [['reset', 'k', '--prefix', 'a{b}', ...url], /^sluice: --prefix "a\{b\}": option "prefix" must be/],
-      [['reset', 'k', '--redis', 'localhost:6379'], /^sluice: --redis must start with redis:\/\/ or rediss:\/\/; got "localhost:6379"$/],
+      [
+        ['reset', 'k', '--redis', 'localhost:6379'],
+        /^sluice: --redis must start with redis:\/\/ or rediss:\/\/; got "localhost:6379"$/,
+      ],
       [['demo', '--json'], /^sluice demo: Unknown option '--json'/],
-      [['demo', '--redis', 'localhost'], /^sluice: --redis must be a URL such as redis:\/\/127.0.0.1:6379; got "localhost"$/],
+      [
+        ['demo', '--redis', 'localhost'],
+        /^sluice: --redis must be a URL such as redis:\/\/127.0.0.1:6379; got "localhost"$/,
+      ],
     ];
     for (const [argv, message] of cases) {
       const run = await sluice(argv);
@@ -166,30 +256,56 @@ describe('sluice usage and failures', () => {
       assert.match(run.err[0] ?? '', message);
     }
     const bad = await sluice(['reset', 'k'], { REDIS_URL: 'not a url' });
-    assert.deepEqual(bad, { code: 2, out: [], err: ['sluice: REDIS_URL must be a URL such as redis://127.0.0.1:6379; got "not a url"'] });
+    assert.deepEqual(bad, {
+      code: 2,
+      out: [],
+      err: ['sluice: REDIS_URL must be a URL such as redis://127.0.0.1:6379; got "not a url"'],
+    });
   });
 
   it('says a Redis is needed (exit 3) and fails (exit 1) on one it cannot reach, never printing a password', async () => {
     for (const command of ['inspect', 'reset']) {
       const run = await sluice([command, 'k', '--policy', 'fixed-window:5/1s']);
-      assert.deepEqual(run, { code: 3, out: [], err: [`sluice ${command}: needs a Redis; pass --redis redis://host:6379 or set REDIS_URL`] });
+      assert.deepEqual(run, {
+        code: 3,
+        out: [],
+        err: [`sluice ${command}: needs a Redis; pass --redis redis://host:6379 or set REDIS_URL`],
+      });
     }
     // Port 1 on loopback: nothing listens there.
     for (const argv of [['reset', 'k'], ['demo']]) {
       const down = await sluice([...argv, '--redis', 'redis://admin:hunter2@127.0.0.1:1']);
-      assert.deepEqual(down, { code: 1, out: [], err: ['sluice: cannot connect to Redis at redis://admin:***@127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1'] });
+      assert.deepEqual(down, {
+        code: 1,
+        out: [],
+        err: ['sluice: cannot connect to Redis at redis://admin:***@127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1'],
+      });
     }
   });
 
   it('works as the built bin, with REDIS_URL and --json, and exits with its code', async () => {
     const run = promisify(execFile);
-    const bin = ['dist/esm/cli/main.js', 'inspect', 'k', '--policy', 'sliding-log:5/1m', '--prefix', uniquePrefix(), '--json'];
+    const bin = [
+      'dist/esm/cli/main.js',
+      'inspect',
+      'k',
+      '--policy',
+      'sliding-log:5/1m',
+      '--prefix',
+      uniquePrefix(),
+      '--json',
+    ];
     const { stdout } = await run(process.execPath, bin, { env: { ...process.env, REDIS_URL: harness.server.url } });
     assert.equal((JSON.parse(stdout) as { decision: { remaining: number } }).decision.remaining, 5);
-    await assert.rejects(run(process.execPath, [...bin.slice(0, 4), 'sliding-log:0/1m'], { env: { ...process.env, REDIS_URL: harness.server.url } }), (error: { code?: number; stderr?: string }) => {
-      assert.equal(error.code, 2);
-      assert.match(error.stderr ?? '', /^sluice: --policy "sliding-log:0\/1m": option "limit" must be/);
-      return true;
-    });
+    await assert.rejects(
+      run(process.execPath, [...bin.slice(0, 4), 'sliding-log:0/1m'], {
+        env: { ...process.env, REDIS_URL: harness.server.url },
+      }),
+      (error: { code?: number; stderr?: string }) => {
+        assert.equal(error.code, 2);
+        assert.match(error.stderr ?? '', /^sluice: --policy "sliding-log:0\/1m": option "limit" must be/);
+        return true;
+      },
+    );
   });
 });

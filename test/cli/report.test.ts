@@ -9,7 +9,9 @@ import { chromium } from 'playwright-core';
 import { runCli } from '../../src/cli/run.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-const noChromium = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (apt-get install -y chromium): the HTML report is not checked in a browser`;
+const noChromium = existsSync(CHROMIUM)
+  ? false
+  : `${CHROMIUM} is not installed (apt-get install -y chromium): the HTML report is not checked in a browser`;
 
 describe('sluice demo --html', () => {
   let dir = '';
@@ -20,7 +22,11 @@ describe('sluice demo --html', () => {
     reportFile = join(dir, 'report.html');
     lines = [];
     // No REDIS_URL: the demo starts its own private redis-server.
-    const code = await runCli(['demo', '--html', reportFile], { out: (line) => lines.push(line), err: (line) => lines.push(`stderr: ${line}`), env: {} });
+    const code = await runCli(['demo', '--html', reportFile], {
+      out: (line) => lines.push(line),
+      err: (line) => lines.push(`stderr: ${line}`),
+      env: {},
+    });
     assert.equal(code, 0, lines.join('\n'));
   });
   after(() => rm(dir, { recursive: true, force: true }));
@@ -39,7 +45,16 @@ describe('sluice demo --html', () => {
   it('renders each timeline in Chromium with the measured counts', { skip: noChromium }, async () => {
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     try {
       const page = await browser.newPage();
@@ -55,7 +70,9 @@ describe('sluice demo --html', () => {
           const limit = section.querySelector('line.limit')?.getBoundingClientRect();
           const edgeX = section.querySelector('line.edge')?.getBoundingClientRect().x ?? Number.NaN;
           // No named helper here: tsx would wrap it in a __name() call that the page does not have.
-          const marks = [...section.querySelectorAll('circle.request')].filter((mark) => mark.getBoundingClientRect().right < edgeX);
+          const marks = [...section.querySelectorAll('circle.request')].filter(
+            (mark) => mark.getBoundingClientRect().right < edgeX,
+          );
           return {
             algorithm: section.getAttribute('data-algorithm'),
             count: section.querySelector('.count')?.textContent,
@@ -73,14 +90,59 @@ describe('sluice demo --html', () => {
       const [fixed, log, bucket, evenlySpaced, weighted] = timelines;
       const gcraAdmitted = evenlySpaced?.admitted ?? 0;
       assert.ok(gcraAdmitted === 5 || gcraAdmitted === 6, String(gcraAdmitted));
-      assert.deepEqual(evenlySpaced, { algorithm: 'gcra', count: `${gcraAdmitted} of 10 admitted in 200 ms around the edge`, admitted: gcraAdmitted, denied: 10 - gcraAdmitted, admittedBeforeEdge: 5, deniedBeforeEdge: 0, drawn: true });
-      assert.deepEqual([fixed, log, bucket, weighted], [
-        { algorithm: 'fixed-window', count: '10 of 10 admitted in 200 ms around the edge', admitted: 10, denied: 0, admittedBeforeEdge: 5, deniedBeforeEdge: 0, drawn: true },
-        { algorithm: 'sliding-log', count: '5 of 10 admitted in 200 ms around the edge', admitted: 5, denied: 5, admittedBeforeEdge: 5, deniedBeforeEdge: 0, drawn: true },
-        { algorithm: 'token-bucket', count: '5 of 10 admitted in 200 ms around the edge', admitted: 5, denied: 5, admittedBeforeEdge: 5, deniedBeforeEdge: 0, drawn: true },
-        { algorithm: 'sliding-window', count: '5 of 10 admitted in 200 ms around the edge', admitted: 5, denied: 5, admittedBeforeEdge: 5, deniedBeforeEdge: 0, drawn: true },
-      ]);
-      const table = await page.$$eval('table tbody tr', (rows) => rows.map((row) => [...row.querySelectorAll('td')].slice(0, 2).map((cell) => cell.textContent)));
+      assert.deepEqual(evenlySpaced, {
+        algorithm: 'gcra',
+        count: `${gcraAdmitted} of 10 admitted in 200 ms around the edge`,
+        admitted: gcraAdmitted,
+        denied: 10 - gcraAdmitted,
+        admittedBeforeEdge: 5,
+        deniedBeforeEdge: 0,
+        drawn: true,
+      });
+      assert.deepEqual(
+        [fixed, log, bucket, weighted],
+        [
+          {
+            algorithm: 'fixed-window',
+            count: '10 of 10 admitted in 200 ms around the edge',
+            admitted: 10,
+            denied: 0,
+            admittedBeforeEdge: 5,
+            deniedBeforeEdge: 0,
+            drawn: true,
+          },
+          {
+            algorithm: 'sliding-log',
+            count: '5 of 10 admitted in 200 ms around the edge',
+            admitted: 5,
+            denied: 5,
+            admittedBeforeEdge: 5,
+            deniedBeforeEdge: 0,
+            drawn: true,
+          },
+          {
+            algorithm: 'token-bucket',
+            count: '5 of 10 admitted in 200 ms around the edge',
+            admitted: 5,
+            denied: 5,
+            admittedBeforeEdge: 5,
+            deniedBeforeEdge: 0,
+            drawn: true,
+          },
+          {
+            algorithm: 'sliding-window',
+            count: '5 of 10 admitted in 200 ms around the edge',
+            admitted: 5,
+            denied: 5,
+            admittedBeforeEdge: 5,
+            deniedBeforeEdge: 0,
+            drawn: true,
+          },
+        ],
+      );
+      const table = await page.$$eval('table tbody tr', (rows) =>
+        rows.map((row) => [...row.querySelectorAll('td')].slice(0, 2).map((cell) => cell.textContent)),
+      );
       assert.deepEqual(table, [
         ['Fixed window', '10 of 10'],
         ['Sliding log', '5 of 10'],

@@ -16,7 +16,15 @@ import {
 } from '../../src/index.js';
 import { algorithms, numbers } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
-import { WITHOUT_PEXPIRETIME, assertEveryKeyHasTtl, flushScripts, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+import {
+  WITHOUT_PEXPIRETIME,
+  assertEveryKeyHasTtl,
+  flushScripts,
+  keysWithTtl,
+  uniquePrefix,
+  useRedis,
+  type StoreCase,
+} from '../support/redis.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -27,7 +35,11 @@ const suites = [
   ...harness.cases.map((storeCase) => ({ storeCase, algorithms, whole: true })),
   ...olderServer.cases
     .filter((storeCase) => storeCase.inRedis)
-    .map((storeCase) => ({ storeCase, algorithms: algorithms.filter((a) => a.name === 'tokenBucket' || a.name === 'gcra'), whole: false })),
+    .map((storeCase) => ({
+      storeCase,
+      algorithms: algorithms.filter((a) => a.name === 'tokenBucket' || a.name === 'gcra'),
+      whole: false,
+    })),
 ];
 
 function limiterFor(storeCase: StoreCase, policy: ReturnType<(typeof algorithms)[number]['policy']>): Limiter {
@@ -47,9 +59,19 @@ async function assertNothingWritten(storeCase: StoreCase, limiter: Limiter, key:
  * report more remaining than the limit (3), leave the key with a TTL (or gone), and count exactly
  * from an empty state. Junk in the strikes key is met by a denial: two more make the block.
  */
-async function assertHealsJunk(storeCase: StoreCase, policy: Policy, take: (limiter: Limiter, key: string) => Promise<Decision>): Promise<void> {
+async function assertHealsJunk(
+  storeCase: StoreCase,
+  policy: Policy,
+  take: (limiter: Limiter, key: string) => Promise<Decision>,
+): Promise<void> {
   const redis = storeCase.redis!;
-  const limiter = createLimiter({ store: storeCase.store(), policy, prefix: uniquePrefix(), timeout: '1m', penalty: { after: 2, block: '1h' } });
+  const limiter = createLimiter({
+    store: storeCase.store(),
+    policy,
+    prefix: uniquePrefix(),
+    timeout: '1m',
+    penalty: { after: 2, block: '1h' },
+  });
   const sound = (decision: Decision, what: string) => {
     assert.equal(decision.reason, undefined, `${what}: ${String(decision.error?.cause)}`);
     assert.ok(decision.remaining <= 3, `${what}: remaining ${decision.remaining}`);
@@ -64,7 +86,8 @@ async function assertHealsJunk(storeCase: StoreCase, policy: Policy, take: (limi
       const taken: Decision[] = [];
       if (role === 'strikes') for (let n = 0; n < 3; n++) taken.push(sound(await take(limiter, key), what));
       await junk.write(redis, stored, await serverNow(redis), HOUR);
-      if (role !== 'strikes') assert.equal(sound(await limiter.peek(key), `${what}, peek`).remaining, 3, `${what}: read as empty`);
+      if (role !== 'strikes')
+        assert.equal(sound(await limiter.peek(key), `${what}, peek`).remaining, 3, `${what}: read as empty`);
       taken.push(sound(await take(limiter, key), what));
       const ttl = await redis.pttl(stored);
       assert.ok(ttl > 0 || ttl === -2, `${what}: PTTL ${ttl}`);
@@ -81,7 +104,10 @@ async function assertHealsJunk(storeCase: StoreCase, policy: Policy, take: (limi
       );
       if (role === 'strikes') {
         sound(await take(limiter, key), what);
-        assert.ok((sound(await take(limiter, key), what).blockedForMs ?? 0) > HOUR - 60_000, `${what}: two denials after the junk block the key`);
+        assert.ok(
+          (sound(await take(limiter, key), what).blockedForMs ?? 0) > HOUR - 60_000,
+          `${what}: two denials after the junk block the key`,
+        );
       }
     }
   }
@@ -152,7 +178,10 @@ for (const { storeCase, algorithms, whole } of suites) {
         it('counts a cost, reports remaining, and keeps keys apart', async () => {
           const limiter = limiterFor(storeCase, algorithm.policy(10, HOUR));
           const first = await limiter.limit('a', { cost: 3 });
-          assert.deepEqual({ ...numbers(first), resetAfterMs: undefined }, { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: undefined });
+          assert.deepEqual(
+            { ...numbers(first), resetAfterMs: undefined },
+            { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: undefined },
+          );
           // A sliding window counter remembers the current window's count through the next window.
           assert.ok(first.resetAfterMs > 0 && first.resetAfterMs <= 2 * HOUR, `resetAfterMs ${first.resetAfterMs}`);
           assert.equal((await limiter.limit('a', { cost: 7 })).remaining, 0);
@@ -168,10 +197,13 @@ for (const { storeCase, algorithms, whole } of suites) {
           assert.deepEqual(numbers(fresh), { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0 });
           await assertNothingWritten(storeCase, limiter, 'k');
           await limiter.limit('k', { cost: 2 });
-          const before = storeCase.redis ? await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`) : null;
+          const before = storeCase.redis
+            ? await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`)
+            : null;
           assert.equal((await limiter.peek('k')).remaining, 3);
           assert.equal((await limiter.peek('k')).remaining, 3);
-          if (storeCase.redis) assert.deepEqual(await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`), before);
+          if (storeCase.redis)
+            assert.deepEqual(await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`), before);
         });
 
         it('reset forgets the key', async () => {
@@ -201,15 +233,29 @@ for (const { storeCase, algorithms, whole } of suites) {
         it('rejects bad keys and costs with a typed error and writes nothing', async () => {
           const limiter = limiterFor(storeCase, algorithm.policy(5, HOUR));
           for (const key of ['', 42, undefined, null, {}]) {
-            await assert.rejects(limiter.limit(key as string), (e: unknown) => e instanceof InvalidArgumentError && e.code === 'SLUICE_INVALID_ARGUMENT' && e.argument === 'key');
+            await assert.rejects(
+              limiter.limit(key as string),
+              (e: unknown) =>
+                e instanceof InvalidArgumentError && e.code === 'SLUICE_INVALID_ARGUMENT' && e.argument === 'key',
+            );
             await assert.rejects(limiter.peek(key as string), InvalidArgumentError);
             await assert.rejects(limiter.reset(key as string), InvalidArgumentError);
           }
           for (const cost of [0, -1, 1.5, Number.NaN, Infinity, '2']) {
-            await assert.rejects(limiter.limit('k', { cost: cost as number }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost');
+            await assert.rejects(
+              limiter.limit('k', { cost: cost as number }),
+              (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost',
+            );
           }
           await assert.rejects(limiter.limit('k', 3 as never), InvalidArgumentError);
-          await assert.rejects(limiter.limit('k', { cost: 6 }), (e: unknown) => e instanceof CostExceedsLimitError && e.code === 'SLUICE_COST_EXCEEDS_LIMIT' && e.cost === 6 && e.limit === 5);
+          await assert.rejects(
+            limiter.limit('k', { cost: 6 }),
+            (e: unknown) =>
+              e instanceof CostExceedsLimitError &&
+              e.code === 'SLUICE_COST_EXCEEDS_LIMIT' &&
+              e.cost === 6 &&
+              e.limit === 5,
+          );
           await assertNothingWritten(storeCase, limiter, 'k');
         });
 
@@ -231,7 +277,10 @@ for (const { storeCase, algorithms, whole } of suites) {
             assert.ok((await redisOf().pttl(key)) > 0);
             // Whatever a key that lost its TTL is read as, it never lets more than the limit in.
             decisions.push(...(await Promise.all(Array.from({ length: 5 }, () => limiter.limit('k')))));
-            assert.ok(decisions.filter((d) => d.allowed).length <= 3, `${decisions.filter((d) => d.allowed).length} admitted`);
+            assert.ok(
+              decisions.filter((d) => d.allowed).length <= 3,
+              `${decisions.filter((d) => d.allowed).length} admitted`,
+            );
           });
 
           it('gives a key that lost its TTL (PERSIST) a TTL again on a refund', async () => {
@@ -279,7 +328,9 @@ for (const { storeCase, algorithms, whole } of suites) {
 
     if (storeCase.inRedis && whole) {
       it('concurrency heals any junk in any of its keys: no store error, never more remaining than the limit, a TTL, exact counting after', async () => {
-        await assertHealsJunk(storeCase, concurrency({ limit: 3, leaseMs: '1h' }), (limiter, key) => limiter.acquire(key));
+        await assertHealsJunk(storeCase, concurrency({ limit: 3, leaseMs: '1h' }), (limiter, key) =>
+          limiter.acquire(key),
+        );
       });
     }
 
@@ -294,7 +345,11 @@ for (const { storeCase, algorithms, whole } of suites) {
     }
 
     it('token bucket, capacity 3 at 1 token/s: 1 1 1 0 0, then 1 after 1.1 s', async () => {
-      const limiter = createLimiter({ store: storeCase.store(), prefix: uniquePrefix(), policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }) });
+      const limiter = createLimiter({
+        store: storeCase.store(),
+        prefix: uniquePrefix(),
+        policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }),
+      });
       const taken: number[] = [];
       for (let i = 0; i < 5; i++) taken.push((await limiter.limit('k')).allowed ? 1 : 0);
       await sleep(1100);

@@ -29,7 +29,12 @@ for (const storeCase of harness.cases) {
   describe(`operations: ${storeCase.name}`, () => {
     describe('several policies in one atomic step', () => {
       it('admits only what every policy admits, and counts a denial in none', async () => {
-        const limiter = limiterOn(storeCase, { policy: [gcra({ limit: 3, period: '1h', name: 'short' }), fixedWindow({ limit: 5, window: '1h', name: 'long' })] });
+        const limiter = limiterOn(storeCase, {
+          policy: [
+            gcra({ limit: 3, period: '1h', name: 'short' }),
+            fixedWindow({ limit: 5, window: '1h', name: 'long' }),
+          ],
+        });
         for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).allowed, true);
         const denied = await limiter.limit('k');
         assert.equal(denied.allowed, false);
@@ -60,8 +65,13 @@ for (const storeCase of harness.cases) {
       });
 
       it('demands a cost every policy could admit', async () => {
-        const limiter = limiterOn(storeCase, { policy: [fixedWindow({ limit: 10, window: '1m' }), gcra({ limit: 10, period: '1m', burst: 2 })] });
-        await assert.rejects(limiter.limit('k', { cost: 3 }), (e: unknown) => e instanceof CostExceedsLimitError && e.limit === 2);
+        const limiter = limiterOn(storeCase, {
+          policy: [fixedWindow({ limit: 10, window: '1m' }), gcra({ limit: 10, period: '1m', burst: 2 })],
+        });
+        await assert.rejects(
+          limiter.limit('k', { cost: 3 }),
+          (e: unknown) => e instanceof CostExceedsLimitError && e.limit === 2,
+        );
       });
     });
 
@@ -96,7 +106,8 @@ for (const storeCase of harness.cases) {
       it('rejects a bad cost', async () => {
         const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m' }) });
         await limiter.limit('k', { cost: 3 });
-        for (const cost of [0, 1.5, 2 ** 60, Number.NaN]) await assert.rejects(limiter.refund('k', cost), InvalidArgumentError, String(cost));
+        for (const cost of [0, 1.5, 2 ** 60, Number.NaN])
+          await assert.rejects(limiter.refund('k', cost), InvalidArgumentError, String(cost));
         assert.equal((await limiter.peek('k')).remaining, 2, 'nothing was given back');
       });
     });
@@ -108,13 +119,19 @@ for (const storeCase of harness.cases) {
         await limiter.block('k', 250);
         const denied = await limiter.limit('k');
         assert.equal(denied.allowed, false);
-        assert.ok(denied.blockedForMs && denied.blockedForMs > 0 && denied.blockedForMs <= 250, String(denied.blockedForMs));
+        assert.ok(
+          denied.blockedForMs && denied.blockedForMs > 0 && denied.blockedForMs <= 250,
+          String(denied.blockedForMs),
+        );
         assert.equal(denied.retryAfterMs, denied.blockedForMs);
         assert.equal((await limiter.peek('k')).allowed, false);
         await assertEveryKeyHasTtl(storeCase, limiter.prefix);
         await sleep(denied.retryAfterMs + 2);
         assert.equal((await limiter.limit('k')).remaining, 3, 'the block spent nothing');
-        await assert.rejects(limiter.block('k', '1x' as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'duration');
+        await assert.rejects(
+          limiter.block('k', '1x' as never),
+          (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'duration',
+        );
       });
 
       if (storeCase.inRedis) {
@@ -134,7 +151,10 @@ for (const storeCase of harness.cases) {
       }
 
       it('blocks a key after N denials in a row', async () => {
-        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1h' }), penalty: { after: 3, block: '1h' } });
+        const limiter = limiterOn(storeCase, {
+          policy: fixedWindow({ limit: 1, window: '1h' }),
+          penalty: { after: 3, block: '1h' },
+        });
         await limiter.limit('k');
         for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).blockedForMs, undefined);
         const blocked = await limiter.limit('k');
@@ -182,13 +202,23 @@ for (const storeCase of harness.cases) {
       assert.equal((await limiter.limit('k')).allowed, false);
       const upgraded = await limiter.limit('k', { policy: paid });
       assert.deepEqual([upgraded.allowed, upgraded.remaining], [true, 7]);
-      await assert.rejects(limiter.limit('k', { policy: { limit: 3 } as never }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy');
-      await assert.rejects(limiter.limit('k', { policy: [paid, paid] }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy' && /distinct names/.test(e.message));
+      await assert.rejects(
+        limiter.limit('k', { policy: { limit: 3 } as never }),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'policy',
+      );
+      await assert.rejects(
+        limiter.limit('k', { policy: [paid, paid] }),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError && e.argument === 'policy' && /distinct names/.test(e.message),
+      );
       assert.equal((await limiter.peek('k', { policy: paid })).remaining, 7);
     });
 
     it('shadow mode allows everything and says what it would have denied', async () => {
-      const limiter = limiterOn(storeCase, { policy: tokenBucket({ capacity: 2, refillPerSecond: 0.001 }), shadow: true });
+      const limiter = limiterOn(storeCase, {
+        policy: tokenBucket({ capacity: 2, refillPerSecond: 0.001 }),
+        shadow: true,
+      });
       const decisions = [await limiter.limit('k'), await limiter.limit('k'), await limiter.limit('k')];
       assert.deepEqual(
         decisions.map((d) => [d.allowed, d.shadow, d.shadowDenied, d.retryAfterMs]),
@@ -198,7 +228,15 @@ for (const storeCase of harness.cases) {
           [true, true, true, 0],
         ],
       );
-      assert.throws(() => createLimiter({ store: storeCase.store(), policy: tokenBucket({ capacity: 2, refillPerSecond: 1 }), shadow: 'yes' as never }), InvalidOptionError);
+      assert.throws(
+        () =>
+          createLimiter({
+            store: storeCase.store(),
+            policy: tokenBucket({ capacity: 2, refillPerSecond: 1 }),
+            shadow: 'yes' as never,
+          }),
+        InvalidOptionError,
+      );
     });
 
     describe('budgets: a cost per unit, reserve and settle', () => {
@@ -212,11 +250,14 @@ for (const storeCase of harness.cases) {
         });
       const remaining = (d: { policies: readonly { remaining: number }[] }) => d.policies.map((p) => p.remaining);
 
-      it('takes each policy\'s own cost in one step; a denial takes none; a unit left out costs 0', async () => {
+      it("takes each policy's own cost in one step; a denial takes none; a unit left out costs 0", async () => {
         const limiter = budget();
         const first = await limiter.limit('k', { cost: { requests: 1, tokens: 600 } });
         assert.deepEqual([first.allowed, remaining(first)], [true, [2, 400, 900]]);
-        assert.deepEqual(first.policies.map((p) => p.counts), ['requests', 'tokens', 'tokens']);
+        assert.deepEqual(
+          first.policies.map((p) => p.counts),
+          ['requests', 'tokens', 'tokens'],
+        );
         const denied = await limiter.limit('k', { cost: { requests: 1, tokens: 600 } });
         assert.deepEqual([denied.allowed, denied.policies.map((p) => p.allowed)], [false, [true, false, true]]);
         assert.deepEqual(remaining(await limiter.peek('k')), [2, 400, 900]);
@@ -229,14 +270,20 @@ for (const storeCase of harness.cases) {
       it('refuses a bad cost by unit, writing nothing', async () => {
         const limiter = budget();
         const refused = async (cost: unknown, argument: string) =>
-          assert.rejects(limiter.limit('k', { cost: cost as never }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument);
+          assert.rejects(
+            limiter.limit('k', { cost: cost as never }),
+            (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument,
+          );
         await refused({ tokens: -1 }, 'cost.tokens');
         await refused({ tokens: 1.5 }, 'cost.tokens');
         await refused({ token: 5 }, 'cost.token');
         await refused({ requests: 0, tokens: 0 }, 'cost');
         await refused([1, 2], 'cost');
         await assert.rejects(limiter.limit('k', { cost: { tokens: 1001 } }), CostExceedsLimitError);
-        await assert.rejects(limiter.refund('k', { tokns: 1 } as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost.tokns');
+        await assert.rejects(
+          limiter.refund('k', { tokns: 1 } as never),
+          (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost.tokns',
+        );
         assert.deepEqual(remaining(await limiter.peek('k')), [3, 1000, 1500]);
         if (storeCase.redis) assert.equal((await keysWithTtl(storeCase.redis, limiter.prefix)).size, 0);
       });
@@ -258,13 +305,19 @@ for (const storeCase of harness.cases) {
         assert.equal(await denied.settle({ tokens: 151 }), false);
         await limiter.reserve('k', { cost: { requests: 1, tokens: 100 } });
         assert.deepEqual(remaining(await limiter.peek('k')), [1, 50, 550]);
-        await assert.rejects(cancelled.settle({ tokens: -1 }), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'actual.tokens');
+        await assert.rejects(
+          cancelled.settle({ tokens: -1 }),
+          (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'actual.tokens',
+        );
         await assertEveryKeyHasTtl(storeCase, limiter.prefix);
       });
 
       it('waitFor waits until every policy can take its own cost, or gives up at once', async () => {
         const limiter = limiterOn(storeCase, {
-          policy: [fixedWindow({ limit: 100, window: '1h', name: 'requests' }), tokenBucket({ capacity: 10, refillPerSecond: 50, name: 'tokens', counts: 'tokens' })],
+          policy: [
+            fixedWindow({ limit: 100, window: '1h', name: 'requests' }),
+            tokenBucket({ capacity: 10, refillPerSecond: 50, name: 'tokens', counts: 'tokens' }),
+          ],
         });
         await limiter.limit('k', { cost: { requests: 1, tokens: 10 } });
         const started = Date.now();
@@ -335,7 +388,10 @@ for (const storeCase of harness.cases) {
         const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 1, leaseMs: '1s' }) });
         await assert.rejects(limiter.limit('k'), WrongMethodError);
         const rate = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1s' }) });
-        await assert.rejects(rate.acquire('k'), (e: unknown) => e instanceof WrongMethodError && e.code === 'SLUICE_WRONG_METHOD');
+        await assert.rejects(
+          rate.acquire('k'),
+          (e: unknown) => e instanceof WrongMethodError && e.code === 'SLUICE_WRONG_METHOD',
+        );
       });
     });
   });

@@ -55,7 +55,11 @@ async function everyOperation(store: Store, failures: StoreError[]): Promise<unk
   await harness.redis.script('FLUSH');
   const run = randomUUID().slice(0, 8);
   const hooks = { storeError: ({ error }: { error: StoreError }) => failures.push(error) };
-  const settled = (call: Promise<unknown>) => call.then((value) => value ?? 'done', (error: unknown) => (error instanceof StoreError ? failures.push(error) && 'rejected' : Promise.reject(error)));
+  const settled = (call: Promise<unknown>) =>
+    call.then(
+      (value) => value ?? 'done',
+      (error: unknown) => (error instanceof StoreError ? failures.push(error) && 'rejected' : Promise.reject(error)),
+    );
   const answers: unknown[] = [];
   for (const algorithm of algorithms) {
     const limiter = createLimiter({ store, policy: algorithm.policy(2, HOUR), onStoreError: 'deny', hooks });
@@ -72,16 +76,40 @@ async function everyOperation(store: Store, failures: StoreError[]): Promise<unk
     answers.push((await limiter.limitMany([`${key}-a`, `${key}-b`])).map((d) => d.remaining));
     answers.push(await settled(limiter.reset(key)));
   }
-  const penalty = createLimiter({ store, policy: fixedWindow({ limit: 1, window: HOUR }), penalty: { after: 2, block: '1h' }, onStoreError: 'deny', hooks });
+  const penalty = createLimiter({
+    store,
+    policy: fixedWindow({ limit: 1, window: HOUR }),
+    penalty: { after: 2, block: '1h' },
+    onStoreError: 'deny',
+    hooks,
+  });
   for (let i = 0; i < 4; i++) answers.push((await penalty.limit(`penalty-${run}`)).blockedForMs !== undefined);
   // The first policy's key is the fixed window's alone: it denies while the sliding window is empty.
-  const windowOnly = createLimiter({ store, policy: fixedWindow({ limit: 1, window: HOUR }), onStoreError: 'deny', hooks });
-  const pair = createLimiter({ store, policy: [fixedWindow({ limit: 1, window: HOUR }), slidingWindow({ limit: 5, window: HOUR })], onStoreError: 'deny', hooks });
+  const windowOnly = createLimiter({
+    store,
+    policy: fixedWindow({ limit: 1, window: HOUR }),
+    onStoreError: 'deny',
+    hooks,
+  });
+  const pair = createLimiter({
+    store,
+    policy: [fixedWindow({ limit: 1, window: HOUR }), slidingWindow({ limit: 5, window: HOUR })],
+    onStoreError: 'deny',
+    hooks,
+  });
   answers.push((await windowOnly.limit(`pair-${run}`)).allowed, (await pair.limit(`pair-${run}`)).allowed);
   const slots = createLimiter({ store, policy: concurrency({ limit: 2, leaseMs: '1m' }), onStoreError: 'deny', hooks });
-  const leases = [await slots.acquire(`slots-${run}`), await slots.acquire(`slots-${run}`), await slots.acquire(`slots-${run}`)];
+  const leases = [
+    await slots.acquire(`slots-${run}`),
+    await slots.acquire(`slots-${run}`),
+    await slots.acquire(`slots-${run}`),
+  ];
   answers.push(leases.map((lease) => lease.allowed));
-  answers.push(await settled(leases[0]?.extend('2m') ?? Promise.resolve()), await settled(leases[0]?.release() ?? Promise.resolve()), (await slots.peek(`slots-${run}`)).remaining);
+  answers.push(
+    await settled(leases[0]?.extend('2m') ?? Promise.resolve()),
+    await settled(leases[0]?.release() ?? Promise.resolve()),
+    (await slots.peek(`slots-${run}`)).remaining,
+  );
   return answers;
 }
 
@@ -100,7 +128,8 @@ const EVERY_OPERATION_ANSWERS = [
 function clientsOf(username: string, password: string): { name: string; client: () => RedisClient }[] {
   const connected = new Map<string, Connected>();
   before(async () => {
-    for (const [name, connect] of Object.entries(clientKinds)) connected.set(name, await connect(harness.server.port, { login: { username, password } }));
+    for (const [name, connect] of Object.entries(clientKinds))
+      connected.set(name, await connect(harness.server.port, { login: { username, password } }));
   });
   after(async () => {
     for (const { close } of connected.values()) await close();
@@ -150,7 +179,10 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
   it('the sluice command (inspect, reset) runs under it, and Redis refuses nothing', async () => {
     await harness.redis.call('ACL', 'LOG', 'RESET');
     const url = `redis://${acl.user}:${acl.password}@127.0.0.1:${harness.server.port}`;
-    const limiter = createLimiter({ store: redisStore(clients[0]?.client() as RedisClient), policy: fixedWindow({ limit: 5, window: '1m' }) });
+    const limiter = createLimiter({
+      store: redisStore(clients[0]?.client() as RedisClient),
+      policy: fixedWindow({ limit: 5, window: '1m' }),
+    });
     await limiter.limit('cli', { cost: 2 });
     const lines: string[] = [];
     const io = { out: (line: string) => lines.push(line), err: (line: string) => lines.push(line), env: {} };
@@ -168,17 +200,30 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
     const onWarning = (warning: Error) => warnings.push(warning);
     process.on('warning', onWarning);
     try {
-      const limiter = createLimiter({ store: redisStore(clients.find((c) => c.name === 'node-redis')?.client() as RedisClient), policy: fixedWindow({ limit: 5, window: HOUR }) });
+      const limiter = createLimiter({
+        store: redisStore(clients.find((c) => c.name === 'node-redis')?.client() as RedisClient),
+        policy: fixedWindow({ limit: 5, window: HOUR }),
+      });
       const denied = await limiter.limit('loud');
       assert.ok(denied.error instanceof StorePermissionError);
-      assert.deepEqual([denied.allowed, denied.reason, denied.error.missing, denied.error.name], [true, 'store-error', '+time', 'StorePermissionError']);
-      await assert.rejects(limiter.block('loud', '1m'), (error: unknown) => error instanceof StorePermissionError && error.missing === '+time');
+      assert.deepEqual(
+        [denied.allowed, denied.reason, denied.error.missing, denied.error.name],
+        [true, 'store-error', '+time', 'StorePermissionError'],
+      );
+      await assert.rejects(
+        limiter.block('loud', '1m'),
+        (error: unknown) => error instanceof StorePermissionError && error.missing === '+time',
+      );
       await harness.redis.call('ACL', 'SETUSER', acl.user, ...acl.rules);
       const back = await limiter.limit('loud');
       assert.deepEqual([back.allowed, back.remaining, back.reason], [true, 4, undefined]);
       await new Promise((resolve) => setImmediate(resolve));
       assert.deepEqual(
-        warnings.map((w) => [w.name, w.message.includes('the Redis user lacks +time') && w.message.includes('docs/reliability.md#least-privilege-acl')]),
+        warnings.map((w) => [
+          w.name,
+          w.message.includes('the Redis user lacks +time') &&
+            w.message.includes('docs/reliability.md#least-privilege-acl'),
+        ]),
         [['SluiceStoreWarning', true]],
       );
     } finally {
@@ -189,8 +234,20 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
 
   it('a refused key names the pattern to grant, its glob characters escaped; granting exactly that lets the call through', async () => {
     const store = redisStore(clients[0]?.client() as RedisClient);
-    const limiter = createLimiter({ store, prefix: 'a*[b]?\\c', policy: fixedWindow({ limit: 5, window: HOUR }), onStoreError: 'deny', hooks: { storeError: () => {} } });
-    const lookalike = createLimiter({ store, prefix: 'aX[b]?\\c', policy: fixedWindow({ limit: 5, window: HOUR }), onStoreError: 'deny', hooks: { storeError: () => {} } });
+    const limiter = createLimiter({
+      store,
+      prefix: 'a*[b]?\\c',
+      policy: fixedWindow({ limit: 5, window: HOUR }),
+      onStoreError: 'deny',
+      hooks: { storeError: () => {} },
+    });
+    const lookalike = createLimiter({
+      store,
+      prefix: 'aX[b]?\\c',
+      policy: fixedWindow({ limit: 5, window: HOUR }),
+      onStoreError: 'deny',
+      hooks: { storeError: () => {} },
+    });
     try {
       const refused = await limiter.limit('k');
       assert.ok(refused.error instanceof StorePermissionError);
@@ -213,7 +270,9 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
           const answers = await everyOperation(redisStore(client()), failures);
           const refused = rule.startsWith('~') ? ['key', 'sluice:'] : ['command', rule.slice(1)];
           assert.equal(
-            (await refusals(harness.redis)).some(([reason, object]) => reason === refused[0] && object?.startsWith(refused[1] ?? '')),
+            (await refusals(harness.redis)).some(
+              ([reason, object]) => reason === refused[0] && object?.startsWith(refused[1] ?? ''),
+            ),
             // A store over @upstash/redis never asks INFO.
             rule !== '+info' || checksEviction(name),
             `${name}: whether ACL LOG records a refusal of ${rule}`,
@@ -225,7 +284,8 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
           }
           // INCRBY is the fixed window's fast path, caught in the script when refused, and INFO serves
           // only the eviction check, skipped when refused: only they fail nothing.
-          if (rule === '+incrby' || rule === '+info') assert.deepEqual([failures.length, answers], [0, EVERY_OPERATION_ANSWERS]);
+          if (rule === '+incrby' || rule === '+info')
+            assert.deepEqual([failures.length, answers], [0, EVERY_OPERATION_ANSWERS]);
           else assert.ok(failures.length > 0, `no call failed without ${rule}`);
         }
       } finally {

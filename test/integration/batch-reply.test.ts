@@ -24,8 +24,16 @@ function through(redis: Redis, methods: readonly string[], called: string[]): Re
 
 describe('a batch of decisions', () => {
   const forms = [
-    { form: 'packed (a client that replies with Buffers)', methods: ['evalsha', 'eval', 'evalshaBuffer', 'evalBuffer', 'del'], batchCalls: ['evalshaBuffer', 'evalBuffer'] },
-    { form: 'as a RESP array (a client that cannot)', methods: ['evalsha', 'eval', 'del'], batchCalls: ['evalsha', 'eval'] },
+    {
+      form: 'packed (a client that replies with Buffers)',
+      methods: ['evalsha', 'eval', 'evalshaBuffer', 'evalBuffer', 'del'],
+      batchCalls: ['evalshaBuffer', 'evalBuffer'],
+    },
+    {
+      form: 'as a RESP array (a client that cannot)',
+      methods: ['evalsha', 'eval', 'del'],
+      batchCalls: ['evalsha', 'eval'],
+    },
   ];
   for (const { form, methods, batchCalls } of forms) {
     it(`replied ${form} decides as lone calls would, and a request that fails fails alone`, async () => {
@@ -34,19 +42,41 @@ describe('a batch of decisions', () => {
       const called: string[] = [];
       try {
         const store = redisStore(through(redis, methods, called) as never);
-        const limiter = createLimiter({ store, prefix: 'p', policy: fixedWindow({ limit: 5, window: '1m' }), hooks: { storeError: () => {} } });
+        const limiter = createLimiter({
+          store,
+          prefix: 'p',
+          policy: fixedWindow({ limit: 5, window: '1m' }),
+          hooks: { storeError: () => {} },
+        });
         // State never fails a request (it heals), so the bad one asks the limiter's script for an
         // algorithm it does not hold: the script fails on that request.
-        const foreign = scriptArgs({ op: 'limit', cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [slidingLog({ limit: 5, window: '1m' })] });
-        const bad = () => store.run(compiled(limiter.policies).script, callKeys('p', 'bad', limiter.policies), foreign).then(() => undefined, (error: Error) => error);
-        const replies = await Promise.all(Array.from({ length: 8 }, () => [limiter.limit('a'), bad(), limiter.limit('b')]).flat());
+        const foreign = scriptArgs({
+          op: 'limit',
+          cost: 1,
+          target: 0,
+          ms: 0,
+          penalty: { strikes: 0, blockMs: 0 },
+          policies: [slidingLog({ limit: 5, window: '1m' })],
+        });
+        const bad = () =>
+          store.run(compiled(limiter.policies).script, callKeys('p', 'bad', limiter.policies), foreign).then(
+            () => undefined,
+            (error: Error) => error,
+          );
+        const replies = await Promise.all(
+          Array.from({ length: 8 }, () => [limiter.limit('a'), bad(), limiter.limit('b')]).flat(),
+        );
         for (const [offset, key] of ['a', 'bad', 'b'].entries()) {
           const own = replies.filter((_, i) => i % 3 === offset);
           if (key === 'bad') {
             for (const error of own) assert.match((error as Error | undefined)?.message ?? '', /attempt to index/);
           } else {
             const decisions = own as Decision[];
-            assert.deepEqual(decisions.map((d) => [d.allowed, d.remaining]), [...[4, 3, 2, 1, 0].map((r) => [true, r]), [false, 0], [false, 0], [false, 0]], key);
+            assert.deepEqual(
+              decisions.map((d) => [d.allowed, d.remaining]),
+              [...[4, 3, 2, 1, 0].map((r) => [true, r]), [false, 0], [false, 0], [false, 0]],
+              key,
+            );
             assert.ok(decisions.every((d) => d.error === undefined));
           }
         }

@@ -21,7 +21,11 @@ describe('docs/clients.md', () => {
       const server = await startRedisServer();
       const bridge = await startUpstashBridge(server.port);
       try {
-        await runExample(`docs/clients.md snippet ${i}`, example, { REDIS_URL: server.url, UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: bridge.token });
+        await runExample(`docs/clients.md snippet ${i}`, example, {
+          REDIS_URL: server.url,
+          UPSTASH_REDIS_REST_URL: bridge.url,
+          UPSTASH_REDIS_REST_TOKEN: bridge.token,
+        });
       } finally {
         await bridge.stop();
         await server.stop();

@@ -7,7 +7,14 @@ import { createCluster } from 'redis';
 import { scriptFor } from '../../src/core/script.js';
 import { createLimiter, redisStore, type Limiter } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
-import { clusterSettled, onEachNode, shardOfSlot, startRedisCluster, waitFor, type RedisCluster } from '../support/cluster.js';
+import {
+  clusterSettled,
+  onEachNode,
+  shardOfSlot,
+  startRedisCluster,
+  waitFor,
+  type RedisCluster,
+} from '../support/cluster.js';
 import { flushScripts, glideConfig, keysWithTtl, uniquePrefix } from '../support/redis.js';
 
 const HOUR = 3_600_000;
@@ -41,26 +48,45 @@ describe('Redis Cluster: failover and script cache loss', () => {
     await cluster.stop();
   });
 
-  const clients = () => ({ ioredis: ioCluster, 'node-redis': nodeCluster, iovalkey: valkeyCluster, 'valkey-glide': glideCluster });
+  const clients = () => ({
+    ioredis: ioCluster,
+    'node-redis': nodeCluster,
+    iovalkey: valkeyCluster,
+    'valkey-glide': glideCluster,
+  });
 
   it('each cluster client sends a call to the node that owns its keys: no MOVED redirection', async () => {
     await onEachNode(cluster.nodes, (node) => node.config('RESETSTAT'));
     for (const [name, client] of Object.entries(clients())) {
-      const limiter = createLimiter({ store: redisStore(client), policy: algorithms[0]!.policy(10, HOUR), prefix: uniquePrefix(), timeout: '5s' });
+      const limiter = createLimiter({
+        store: redisStore(client),
+        policy: algorithms[0]!.policy(10, HOUR),
+        prefix: uniquePrefix(),
+        timeout: '5s',
+      });
       // 60 clients' keys, over about as many slots: alone, then in batches of one slot each.
       for (let i = 0; i < 60; i++) assert.equal((await limiter.limit(`user:${i}`)).remaining, 9, name);
       const batched = await Promise.all(Array.from({ length: 120 }, (_, i) => limiter.limit(`user:${i % 60}`)));
       assert.deepEqual(new Set(batched.map((d) => d.reason)), new Set([undefined]), name);
     }
     const errors = await onEachNode(cluster.nodes, (node) => node.info('errorstats'));
-    assert.deepEqual(errors.filter((stats) => stats.includes('errorstat_MOVED')), []);
+    assert.deepEqual(
+      errors.filter((stats) => stats.includes('errorstat_MOVED')),
+      [],
+    );
   });
 
   it('a replica promoted with CLUSTER FAILOVER (its script cache empty) goes on counting, through every cluster client', async () => {
     const prefix = uniquePrefix();
     const limiters: Limiter[] = algorithms.flatMap((algorithm) =>
       Object.values(clients()).map((client, i) =>
-        createLimiter({ store: redisStore(client), policy: algorithm.policy(10, HOUR), prefix: `${prefix}-${i}`, timeout: '5s', onStoreError: 'deny' }),
+        createLimiter({
+          store: redisStore(client),
+          policy: algorithm.policy(10, HOUR),
+          prefix: `${prefix}-${i}`,
+          timeout: '5s',
+          onStoreError: 'deny',
+        }),
       ),
     );
     // Every limiter's key for client "k" has the hash tag {k}: one slot, one shard.
@@ -74,7 +100,11 @@ describe('Redis Cluster: failover and script cache loss', () => {
     const promoted = new Redis(replica, '127.0.0.1');
     try {
       const shas = [...new Set(limiters.map((l) => scriptFor([l.policy.kind]).sha))];
-      assert.deepEqual(await promoted.script('EXISTS', ...shas), shas.map(() => 0), 'the replica has never seen the scripts');
+      assert.deepEqual(
+        await promoted.script('EXISTS', ...shas),
+        shas.map(() => 0),
+        'the replica has never seen the scripts',
+      );
 
       // Calls made during the failover never reject: they are decided by Redis or by the failure policy.
       const during = Promise.all(limiters.map((limiter) => limiter.limit('during')));

@@ -39,9 +39,18 @@ describe("eviction: a server that may evict sluice's keys is warned about once",
     { name: 'allkeys-lru, 100mb', args: [...limited, 'allkeys-lru'], warns: 'allkeys-lru' },
     { name: 'volatile-ttl, 100mb', args: [...limited, 'volatile-ttl'], warns: 'volatile-ttl' },
     { name: 'noeviction, 100mb', args: [...limited, 'noeviction'], warns: undefined },
-    { name: 'allkeys-lru, no memory limit', args: ['--maxmemory', '0', '--maxmemory-policy', 'allkeys-lru'], warns: undefined },
+    {
+      name: 'allkeys-lru, no memory limit',
+      args: ['--maxmemory', '0', '--maxmemory-policy', 'allkeys-lru'],
+      warns: undefined,
+    },
     // valkey-glide is left out: it asks INFO when it connects, so it cannot connect to this server.
-    { name: 'allkeys-lru, 100mb, INFO disabled', args: [...limited, 'allkeys-lru', '--rename-command', 'INFO', ''], warns: undefined, without: 'valkey-glide' },
+    {
+      name: 'allkeys-lru, 100mb, INFO disabled',
+      args: [...limited, 'allkeys-lru', '--rename-command', 'INFO', ''],
+      warns: undefined,
+      without: 'valkey-glide',
+    },
   ];
 
   for (const { name, args, warns: policyWarns, without } of settings) {
@@ -51,12 +60,17 @@ describe("eviction: a server that may evict sluice's keys is warned about once",
         const server = await serverWith(args);
         const { client, close } = await connect(server.port);
         try {
-          const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: '1h' }), prefix: uniquePrefix() });
+          const limiter = createLimiter({
+            store: redisStore(client),
+            policy: fixedWindow({ limit: 5, window: '1h' }),
+            prefix: uniquePrefix(),
+          });
           const seen = await evictionWarnings(async () => {
             for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).reason, undefined);
           });
           assert.equal(seen.length, warns ? 1 : 0, seen.join('\n'));
-          if (warns) assert.match(seen[0] as string, new RegExp(`maxmemory-policy ${warns} and maxmemory 104857600 bytes`));
+          if (warns)
+            assert.match(seen[0] as string, new RegExp(`maxmemory-policy ${warns} and maxmemory 104857600 bytes`));
         } finally {
           await close();
         }
@@ -66,9 +80,21 @@ describe("eviction: a server that may evict sluice's keys is warned about once",
 
   it('names the policy only when it can evict', () => {
     // INFO's lines, as Redis sends them.
-    const info = (maxmemory: number, policy: string) => `# Memory\r\nused_memory:1000\r\nmaxmemory:${maxmemory}\r\nmaxmemory_human:1B\r\nmaxmemory_policy:${policy}\r\n`;
-    for (const policy of ['allkeys-lru', 'allkeys-lfu', 'allkeys-random', 'volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl']) {
-      assert.match(evictionWarning(info(1, policy)) ?? '', new RegExp(`maxmemory-policy ${policy} and maxmemory 1 bytes`));
+    const info = (maxmemory: number, policy: string) =>
+      `# Memory\r\nused_memory:1000\r\nmaxmemory:${maxmemory}\r\nmaxmemory_human:1B\r\nmaxmemory_policy:${policy}\r\n`;
+    for (const policy of [
+      'allkeys-lru',
+      'allkeys-lfu',
+      'allkeys-random',
+      'volatile-lru',
+      'volatile-lfu',
+      'volatile-random',
+      'volatile-ttl',
+    ]) {
+      assert.match(
+        evictionWarning(info(1, policy)) ?? '',
+        new RegExp(`maxmemory-policy ${policy} and maxmemory 1 bytes`),
+      );
     }
     assert.equal(evictionWarning(info(1, 'noeviction')), undefined);
     assert.equal(evictionWarning(info(0, 'allkeys-lru')), undefined);

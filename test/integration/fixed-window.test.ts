@@ -8,7 +8,14 @@ const harness = useRedis();
 describe('fixed window in Redis: what each call writes', () => {
   function limiter() {
     const prefix = uniquePrefix();
-    return { limiter: createLimiter({ store: redisStore(harness.redis), policy: fixedWindow({ limit: 5, window: '1h' }), prefix }), key: `${prefix}:{k}:fw` };
+    return {
+      limiter: createLimiter({
+        store: redisStore(harness.redis),
+        policy: fixedWindow({ limit: 5, window: '1h' }),
+        prefix,
+      }),
+      key: `${prefix}:{k}:fw`,
+    };
   }
 
   it('admits with the count and its TTL in one write, keeping the TTL it has', async () => {

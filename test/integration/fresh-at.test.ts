@@ -10,7 +10,10 @@ const harness = useRedis();
 // Each built from (limit, period): `limit` at once, then `limit` per period.
 const cases: readonly { name: string; policy: (limit: number, periodMs: number) => Policy }[] = [
   { name: 'gcra', policy: (limit, periodMs) => gcra({ limit, period: periodMs }) },
-  { name: 'tokenBucket', policy: (limit, periodMs) => tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / periodMs }) },
+  {
+    name: 'tokenBucket',
+    policy: (limit, periodMs) => tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / periodMs }),
+  },
 ];
 
 /** The policy's parameters: units per admitted unit, units admitted at once, units per ms. */
@@ -35,7 +38,7 @@ async function stored(key: string): Promise<{ expiry: number; value: number }> {
 
 for (const { name, policy: build } of cases) {
   describe(`${name}: the state is the instant the key is fresh again, held in the key's expiry`, () => {
-    it('expires exactly when its state equals a fresh key\'s, the value holding the sub-ms rest', async () => {
+    it("expires exactly when its state equals a fresh key's, the value holding the sub-ms rest", async () => {
       const policy = build(3, 1000);
       const { step, perMs } = units(policy);
       const prefix = uniquePrefix();
@@ -101,7 +104,8 @@ return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 
       // One ms before: the instant is 1 unit past now - 1, a step later than a fresh key's.
       assert.deepEqual(await at(expiry - 1), [1, size - 1, 1, 0, 1]);
       await harness.redis.call('SET', key, perMs - 1, 'PXAT', expiry);
-      for (const now of [expiry, expiry + 1]) assert.deepEqual(await at(now), [1, size, 0, 0, 0], `at ${now - expiry} ms past the expiry`);
+      for (const now of [expiry, expiry + 1])
+        assert.deepEqual(await at(now), [1, size, 0, 0, 0], `at ${now - expiry} ms past the expiry`);
       assert.deepEqual(await stored(key), { expiry, value: perMs - 1 }, 'nothing written');
     });
 
@@ -114,7 +118,10 @@ return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 
       const decision = await limiter.peek('k');
       // Half the period ahead: 1.5 of 3 drained, one whole request admitted.
       assert.equal(decision.remaining, 1);
-      assert.ok(decision.resetAfterMs > 1_790_000 && decision.resetAfterMs <= 1_800_000, `resetAfterMs ${decision.resetAfterMs}`);
+      assert.ok(
+        decision.resetAfterMs > 1_790_000 && decision.resetAfterMs <= 1_800_000,
+        `resetAfterMs ${decision.resetAfterMs}`,
+      );
     });
   });
 }

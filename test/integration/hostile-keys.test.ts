@@ -15,7 +15,9 @@ for (const storeCase of harness.cases) {
     it('each key has its own quota: no key reads or changes another one', async () => {
       const limit = 3;
       const prefix = uniquePrefix();
-      const limiters = algorithms.map((algorithm) => createLimiter({ store: storeCase.store(), policy: algorithm.policy(limit, HOUR), prefix, timeout: '1m' }));
+      const limiters = algorithms.map((algorithm) =>
+        createLimiter({ store: storeCase.store(), policy: algorithm.policy(limit, HOUR), prefix, timeout: '1m' }),
+      );
       // Costs 1, 2, 3 in turn: had two keys one state, one of them would see less than its own cost taken.
       const cost = (i: number) => 1 + (i % limit);
       for (const limiter of limiters) {
@@ -36,12 +38,17 @@ for (const storeCase of harness.cases) {
       assert.equal(stored.size, hostileKeys.length * limiters.length);
       for (const [key, ttl] of stored) {
         assert.ok(ttl > 0, `${key.slice(0, 40)} has PTTL ${ttl}`);
-        assert.ok(Buffer.byteLength(key) <= prefix.length + 256 + 10, `a stored key of ${Buffer.byteLength(key)} bytes`);
+        assert.ok(
+          Buffer.byteLength(key) <= prefix.length + 256 + 10,
+          `a stored key of ${Buffer.byteLength(key)} bytes`,
+        );
       }
       if (storeCase.redis instanceof Cluster) {
         // One client's keys share a slot, whatever braces the key holds, so multi-key scripts never see CROSSSLOT.
         for (const key of hostileKeys) {
-          const slots = await Promise.all(limiters.map((l) => storeCase.redis?.cluster('KEYSLOT', storageKey(prefix, key, l.policy.kind.id))));
+          const slots = await Promise.all(
+            limiters.map((l) => storeCase.redis?.cluster('KEYSLOT', storageKey(prefix, key, l.policy.kind.id))),
+          );
           assert.equal(new Set(slots).size, 1, JSON.stringify(key.slice(0, 20)));
         }
       }

@@ -3,7 +3,14 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
-import { createLimiter, fixedWindow, redisStore, StoreTimeoutError, type Limiter, type RedisClient } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  redisStore,
+  StoreTimeoutError,
+  type Limiter,
+  type RedisClient,
+} from '../../src/index.js';
 import { clientKinds } from '../support/clients.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
 import { uniquePrefix } from '../support/redis.js';
@@ -50,7 +57,10 @@ describe('late calls: a call answered by the failure policy counts nothing when 
           sleeping = admin.call('DEBUG', 'SLEEP', '2');
           // Once Redis sleeps it answers nothing: a PING on another connection tells it has begun.
           const probe = new Redis(server.url);
-          const began = await Promise.race([probe.ping().then(() => false), new Promise<boolean>((done) => setTimeout(() => done(true), 200))]);
+          const began = await Promise.race([
+            probe.ping().then(() => false),
+            new Promise<boolean>((done) => setTimeout(() => done(true), 200)),
+          ]);
           probe.disconnect();
           assert.ok(began, 'DEBUG SLEEP did not hold the server');
         },
@@ -107,7 +117,11 @@ describe('late calls: a call answered by the failure policy counts nothing when 
     try {
       const { limiter, checker } = limiters(client);
       let counted = (await checker.limit('k')).remaining;
-      const outcomes = { 'answered by Redis': 0, 'answered by the policy, not counted': 0, 'answered by the policy, counted': 0 };
+      const outcomes = {
+        'answered by Redis': 0,
+        'answered by the policy, not counted': 0,
+        'answered by the policy, counted': 0,
+      };
       // Pauses from 40 ms short of the timeout (room for a loaded machine) to 20 ms past it.
       for (let pauseMs = TIMEOUT_MS - 40; pauseMs <= TIMEOUT_MS + 20; pauseMs++) {
         await admin.call('CLIENT', 'PAUSE', String(pauseMs), 'WRITE');
@@ -120,11 +134,15 @@ describe('late calls: a call answered by the failure policy counts nothing when 
         const countedBefore = counted - next.remaining - 1;
         counted = next.remaining;
         if (decision.reason === undefined) outcomes['answered by Redis']++;
-        else outcomes[countedBefore === 1 ? 'answered by the policy, counted' : 'answered by the policy, not counted']++;
+        else
+          outcomes[countedBefore === 1 ? 'answered by the policy, counted' : 'answered by the policy, not counted']++;
       }
       t.diagnostic(JSON.stringify(outcomes));
       assert.equal(outcomes['answered by the policy, counted'], 0);
-      assert.ok(outcomes['answered by Redis'] > 0 && outcomes['answered by the policy, not counted'] > 0, 'the pauses did not straddle the deadline');
+      assert.ok(
+        outcomes['answered by Redis'] > 0 && outcomes['answered by the policy, not counted'] > 0,
+        'the pauses did not straddle the deadline',
+      );
     } finally {
       client.disconnect();
     }
@@ -136,8 +154,16 @@ describe('late calls: a call answered by the failure policy counts nothing when 
  * loaded machine may need, to read the state afterwards.
  */
 function limiters(client: RedisClient): { limiter: Limiter; checker: Limiter } {
-  const options = { store: redisStore(client), policy: fixedWindow({ limit: LIMIT, window: HOUR }), prefix: uniquePrefix(), onStoreError: 'deny' } as const;
-  return { limiter: createLimiter({ ...options, timeout: TIMEOUT_MS }), checker: createLimiter({ ...options, timeout: '30s' }) };
+  const options = {
+    store: redisStore(client),
+    policy: fixedWindow({ limit: LIMIT, window: HOUR }),
+    prefix: uniquePrefix(),
+    onStoreError: 'deny',
+  } as const;
+  return {
+    limiter: createLimiter({ ...options, timeout: TIMEOUT_MS }),
+    checker: createLimiter({ ...options, timeout: '30s' }),
+  };
 }
 
 /** Each key's remaining after one more call, decided by Redis. */

@@ -5,7 +5,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
-import { createLimiter, fixedWindow, memoryStore, redisStore, type Decision, type Limiter, type StoreRecovery } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  memoryStore,
+  redisStore,
+  type Decision,
+  type Limiter,
+  type StoreRecovery,
+} from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 
@@ -34,7 +42,13 @@ describe('outage: a slow or dead redis-server', () => {
     const admin = new Redis(server.url);
     try {
       // Generous for a busy machine: a reply later than this would be counted as a failure.
-      const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: HOUR }), prefix: uniquePrefix(), timeout: '500ms', onStoreError: 'deny' });
+      const limiter = createLimiter({
+        store: redisStore(client),
+        policy: fixedWindow({ limit: 5, window: HOUR }),
+        prefix: uniquePrefix(),
+        timeout: '500ms',
+        onStoreError: 'deny',
+      });
       assert.equal((await limiter.limit('k')).remaining, 4);
       // WRITE mode holds scripts (they may write) yet lets CLIENT UNPAUSE through.
       await admin.call('CLIENT', 'PAUSE', '5000', 'WRITE');
@@ -61,8 +75,17 @@ describe('outage: a slow or dead redis-server', () => {
     const reconnectEvery100ms = () => 100;
     const clients = {
       queueing: new Redis(server.url, { retryStrategy: reconnectEvery100ms }),
-      failFast: new Redis(server.url, { retryStrategy: reconnectEvery100ms, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1_000 }),
-      nodeRedis: createClient({ url: server.url, disableOfflineQueue: true, socket: { connectTimeout: 1_000, reconnectStrategy: reconnectEvery100ms } }),
+      failFast: new Redis(server.url, {
+        retryStrategy: reconnectEvery100ms,
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        connectTimeout: 1_000,
+      }),
+      nodeRedis: createClient({
+        url: server.url,
+        disableOfflineQueue: true,
+        socket: { connectTimeout: 1_000, reconnectStrategy: reconnectEvery100ms },
+      }),
     };
     const clientErrors: unknown[] = [];
     for (const client of Object.values(clients)) client.on('error', (error: unknown) => clientErrors.push(error));
@@ -75,9 +98,23 @@ describe('outage: a slow or dead redis-server', () => {
       const limiters = algorithms.flatMap((algorithm) => {
         const options = { policy: algorithm.policy(1000, HOUR), prefix, timeout: '500ms', hooks } as const;
         return [
-          createLimiter({ ...options, store: redisStore(clients.queueing), onStoreError: createLimiter({ store: memoryStore(), policy: algorithm.policy(3, HOUR) }) }),
-          createLimiter({ ...options, store: redisStore(clients.failFast), prefix: `${prefix}-f`, onStoreError: 'deny' }),
-          createLimiter({ ...options, store: redisStore(clients.nodeRedis), prefix: `${prefix}-n`, onStoreError: 'deny' }),
+          createLimiter({
+            ...options,
+            store: redisStore(clients.queueing),
+            onStoreError: createLimiter({ store: memoryStore(), policy: algorithm.policy(3, HOUR) }),
+          }),
+          createLimiter({
+            ...options,
+            store: redisStore(clients.failFast),
+            prefix: `${prefix}-f`,
+            onStoreError: 'deny',
+          }),
+          createLimiter({
+            ...options,
+            store: redisStore(clients.nodeRedis),
+            prefix: `${prefix}-n`,
+            onStoreError: 'deny',
+          }),
         ];
       });
       const batch = (key: string) => Promise.all(limiters.map((limiter) => limiter.limit(key)));
@@ -93,10 +130,15 @@ describe('outage: a slow or dead redis-server', () => {
       for (let i = 0; i < 4; i++) down.push(await batch('while-down'));
       // The queueing client's limiters asked their fallback (limit 3), after a timeout or, once the
       // client gives up on its queue, an error; the fail-fast ones failed at once and denied.
-      const failed = (d: Decision) => (d.reason === 'timeout' || d.reason === 'store-error' ? 'failed' : 'decided by Redis');
+      const failed = (d: Decision) =>
+        d.reason === 'timeout' || d.reason === 'store-error' ? 'failed' : 'decided by Redis';
       assert.deepEqual(
-        down.map((decisions) => decisions.map((d, i) => `${d.allowed ? 1 : 0}/${d.limit} ${i % 3 === 0 ? failed(d) : d.reason}`)),
-        [1, 1, 1, 0].map((allowed) => algorithms.flatMap(() => [`${allowed}/3 failed`, '0/1000 store-error', '0/1000 store-error'])),
+        down.map((decisions) =>
+          decisions.map((d, i) => `${d.allowed ? 1 : 0}/${d.limit} ${i % 3 === 0 ? failed(d) : d.reason}`),
+        ),
+        [1, 1, 1, 0].map((allowed) =>
+          algorithms.flatMap(() => [`${allowed}/3 failed`, '0/1000 store-error', '0/1000 store-error']),
+        ),
       );
 
       await server.restart();

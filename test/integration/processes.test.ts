@@ -18,7 +18,10 @@ async function hammer(args: readonly string[]) {
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = once(child, 'exit');
   while (!output.includes('ready\n')) {
-    await Promise.race([once(child.stdout, 'data'), exited.then(([code]) => assert.fail(`hammer exited with ${code} before it was ready`))]);
+    await Promise.race([
+      once(child.stdout, 'data'),
+      exited.then(([code]) => assert.fail(`hammer exited with ${code} before it was ready`)),
+    ]);
   }
   return {
     go: () => child.stdin.write('go\n'),
@@ -36,12 +39,18 @@ describe('exactness across processes', () => {
     const limit = 300;
     const url = harness.server.url;
     const processes = await Promise.all(
-      ['ioredis', 'node-redis', 'ioredis', 'node-redis'].map((client) => hammer([url, client, prefix, String(limit), String(WINDOW_MS), '400', '20'])),
+      ['ioredis', 'node-redis', 'ioredis', 'node-redis'].map((client) =>
+        hammer([url, client, prefix, String(limit), String(WINDOW_MS), '400', '20']),
+      ),
     );
     for (const p of processes) p.go();
     const admitted = await Promise.all(processes.map((p) => p.admitted()));
     const totals = algorithms.map((_, i) => admitted.reduce((sum, counts) => sum + (counts[i] ?? 0), 0));
-    assert.deepEqual(totals, algorithms.map(() => limit), `admitted per process: ${JSON.stringify(admitted)}`);
+    assert.deepEqual(
+      totals,
+      algorithms.map(() => limit),
+      `admitted per process: ${JSON.stringify(admitted)}`,
+    );
     for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
   });
 });

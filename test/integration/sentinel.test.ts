@@ -4,7 +4,14 @@ import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createSentinel } from 'redis';
-import { createLimiter, fixedWindow, redisStore, type Decision, type Limiter, type RedisClient } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  redisStore,
+  type Decision,
+  type Limiter,
+  type RedisClient,
+} from '../../src/index.js';
 import { waitFor } from '../support/cluster.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 import { MASTER_NAME, startSentinelGroup, type SentinelGroup } from '../support/sentinel.js';
@@ -81,7 +88,11 @@ const clients: SentinelClient[] = [
   },
 ];
 
-const failovers: { name: string; start(group: SentinelGroup, master: number): Promise<void>; heal(group: SentinelGroup, master: number): Promise<void> }[] = [
+const failovers: {
+  name: string;
+  start(group: SentinelGroup, master: number): Promise<void>;
+  heal(group: SentinelGroup, master: number): Promise<void>;
+}[] = [
   {
     name: 'SENTINEL FAILOVER',
     async start(group) {
@@ -124,7 +135,14 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
         const cases = connected.map(({ client }, i) => {
           const seen = { calls: 0, failures: 0 };
           const hooks = { storeError: () => seen.failures++ };
-          const limiter = createLimiter({ store: redisStore(client), prefix: `${prefix}-${i}`, policy: fixedWindow({ limit: 1_000_000, window: HOUR }), timeout: TIMEOUT_MS, onStoreError: 'deny', hooks });
+          const limiter = createLimiter({
+            store: redisStore(client),
+            prefix: `${prefix}-${i}`,
+            policy: fixedWindow({ limit: 1_000_000, window: HOUR }),
+            timeout: TIMEOUT_MS,
+            onStoreError: 'deny',
+            hooks,
+          });
           return { name: clients[i]?.name ?? '', client, limiter, seen };
         });
         let switched = false;
@@ -144,7 +162,10 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
         const startedAt = performance.now();
         await failover.start(group, master);
         let promoted = master;
-        await waitFor('the Sentinels promote the other server', async () => (promoted = await group.master()) !== master);
+        await waitFor(
+          'the Sentinels promote the other server',
+          async () => (promoted = await group.master()) !== master,
+        );
         const switchMs = performance.now() - startedAt;
         switched = true;
         giveUpAt = performance.now() + 20_000;
@@ -158,17 +179,36 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
           for (const [i, { name, client, limiter, seen }] of cases.entries()) {
             const made = calls[i] ?? [];
             const byPolicy = made.filter((c) => c.decision.reason !== undefined);
-            assert.ok(made.every((c) => c.decision.reason === undefined || (c.decision.allowed === false && c.decision.error !== undefined)), `${name}: a failed call is denied, with its error`);
+            assert.ok(
+              made.every(
+                (c) =>
+                  c.decision.reason === undefined || (c.decision.allowed === false && c.decision.error !== undefined),
+              ),
+              `${name}: a failed call is denied, with its error`,
+            );
             assert.equal(byPolicy.length, seen.failures, `${name}: every failure reported once`);
-            assert.equal(made.slice(-100).filter((c) => c.decision.reason !== undefined).length, 0, `${name}: calls did not return to Redis`);
+            assert.equal(
+              made.slice(-100).filter((c) => c.decision.reason !== undefined).length,
+              0,
+              `${name}: calls did not return to Redis`,
+            );
             const slowest = Math.max(...made.map((c) => c.ms));
             assert.ok(slowest <= TIMEOUT_MS + LATE_MS, `${name}: a call took ${slowest} ms`);
-            t.diagnostic(`${name}: ${made.length} calls, ${byPolicy.length} answered by the failure policy (${byPolicy.filter((c) => c.decision.reason === 'timeout').length} after the timeout), slowest ${Math.round(slowest)} ms; Sentinels switched after ${Math.round(switchMs)} ms`);
+            t.diagnostic(
+              `${name}: ${made.length} calls, ${byPolicy.length} answered by the failure policy (${byPolicy.filter((c) => c.decision.reason === 'timeout').length} after the timeout), slowest ${Math.round(slowest)} ms; Sentinels switched after ${Math.round(switchMs)} ms`,
+            );
 
             // Exact counting goes on, on the new master, where every key has a TTL.
-            const fresh = createLimiter({ store: redisStore(client), prefix: limiter.prefix, policy: fixedWindow({ limit: 5, window: HOUR }) });
+            const fresh = createLimiter({
+              store: redisStore(client),
+              prefix: limiter.prefix,
+              policy: fixedWindow({ limit: 5, window: HOUR }),
+            });
             const decisions = await Promise.all(Array.from({ length: 10 }, () => fresh.limit('fresh')));
-            assert.deepEqual([decisions.filter((d) => d.allowed).length, decisions.filter((d) => d.reason !== undefined).length], [5, 0]);
+            assert.deepEqual(
+              [decisions.filter((d) => d.allowed).length, decisions.filter((d) => d.reason !== undefined).length],
+              [5, 0],
+            );
             const ttls = await keysWithTtl(newMaster, limiter.prefix);
             assert.deepEqual([...ttls.keys()].sort(), [`${limiter.prefix}:{fresh}:fw`, `${limiter.prefix}:{hot}:fw`]);
             for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);

@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
-import { InvalidOptionError, StoreError, StorePermissionError, createLimiter, fixedWindow, redisStore } from '../../src/index.js';
+import {
+  InvalidOptionError,
+  StoreError,
+  StorePermissionError,
+  createLimiter,
+  fixedWindow,
+  redisStore,
+} from '../../src/index.js';
 import { clientKinds } from '../support/clients.js';
 
 const login = { username: 'limited', password: 'secret' };
@@ -32,7 +39,12 @@ describe('store failures: every kind of client fails with the same typed errors'
       const doomed = await startRedisServer();
       const { client, close } = await connect(doomed.port, { failFast: true });
       try {
-        const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: '1s' }), onStoreError: 'deny', hooks: { storeError: () => {} } });
+        const limiter = createLimiter({
+          store: redisStore(client),
+          policy: fixedWindow({ limit: 5, window: '1s' }),
+          onStoreError: 'deny',
+          hooks: { storeError: () => {} },
+        });
         assert.equal((await limiter.limit('k')).allowed, true);
         await doomed.stop();
         const decision = await limiter.limit('k');
@@ -51,9 +63,26 @@ describe('store failures: every kind of client fails with the same typed errors'
       const { client, close } = await connect(server.port, { login });
       try {
         for (const { rules, missing } of refusals) {
-          await admin.call('ACL', 'SETUSER', login.username, 'reset', 'on', `>${login.password}`, '~*', '+@all', ...rules);
-          const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: '1m' }), hooks: { storeError: () => {} } });
-          const decisions = [await limiter.limit('alone'), ...(await Promise.all([limiter.limit('a'), limiter.limit('b')]))];
+          await admin.call(
+            'ACL',
+            'SETUSER',
+            login.username,
+            'reset',
+            'on',
+            `>${login.password}`,
+            '~*',
+            '+@all',
+            ...rules,
+          );
+          const limiter = createLimiter({
+            store: redisStore(client),
+            policy: fixedWindow({ limit: 5, window: '1m' }),
+            hooks: { storeError: () => {} },
+          });
+          const decisions = [
+            await limiter.limit('alone'),
+            ...(await Promise.all([limiter.limit('a'), limiter.limit('b')])),
+          ];
           assert.deepEqual(
             decisions.map((d) => [d.reason, d.error?.name, d.error instanceof StorePermissionError && d.error.missing]),
             decisions.map(() => ['store-error', 'StorePermissionError', missing]),
@@ -73,7 +102,9 @@ describe('store failures: every kind of client fails with the same typed errors'
         (error: unknown) =>
           error instanceof InvalidOptionError &&
           error.option === 'client' &&
-          ['ioredis', 'iovalkey', 'node-redis', 'valkey-glide', '@upstash/redis'].every((kind) => error.message.includes(kind)),
+          ['ioredis', 'iovalkey', 'node-redis', 'valkey-glide', '@upstash/redis'].every((kind) =>
+            error.message.includes(kind),
+          ),
       );
     }
   });

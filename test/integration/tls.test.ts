@@ -20,10 +20,47 @@ const HOUR = 3_600_000;
 async function makeCertificates(dir: string): Promise<{ ca: string; cert: string; key: string }> {
   const file = (name: string) => join(dir, name);
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  await run('openssl', ['req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '1', '-subj', '/CN=sluice test CA']);
-  await run('openssl', ['req', ...ecKey, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1']);
+  await run('openssl', [
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.crt'),
+    '-days',
+    '1',
+    '-subj',
+    '/CN=sluice test CA',
+  ]);
+  await run('openssl', [
+    'req',
+    ...ecKey,
+    '-keyout',
+    file('server.key'),
+    '-out',
+    file('server.csr'),
+    '-subj',
+    '/CN=127.0.0.1',
+  ]);
   await writeFile(file('server.ext'), 'subjectAltName=IP:127.0.0.1\n');
-  await run('openssl', ['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-out', file('server.crt'), '-days', '1', '-extfile', file('server.ext')]);
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.crt'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    file('server.crt'),
+    '-days',
+    '1',
+    '-extfile',
+    file('server.ext'),
+  ]);
   return { ca: file('ca.crt'), cert: file('server.crt'), key: file('server.key') };
 }
 
@@ -39,7 +76,18 @@ describe('TLS: sluice through both clients to a redis-server on --tls-port', () 
     const files = await makeCertificates(dir);
     ca = await readFile(files.ca);
     tlsPort = await freePort();
-    server = await startRedisServer(['--tls-port', String(tlsPort), '--tls-cert-file', files.cert, '--tls-key-file', files.key, '--tls-ca-cert-file', files.ca, '--tls-auth-clients', 'no']);
+    server = await startRedisServer([
+      '--tls-port',
+      String(tlsPort),
+      '--tls-cert-file',
+      files.cert,
+      '--tls-key-file',
+      files.key,
+      '--tls-ca-cert-file',
+      files.ca,
+      '--tls-auth-clients',
+      'no',
+    ]);
     plain = new Redis(server.url);
   });
   after(async () => {
@@ -74,13 +122,24 @@ describe('TLS: sluice through both clients to a redis-server on --tls-port', () 
         const prefix = uniquePrefix();
         const admitted = await Promise.all(
           algorithms.map(async (algorithm) => {
-            const limiter = createLimiter({ store: redisStore(client), prefix, policy: algorithm.policy(37, HOUR), onStoreError: 'deny' });
+            const limiter = createLimiter({
+              store: redisStore(client),
+              prefix,
+              policy: algorithm.policy(37, HOUR),
+              onStoreError: 'deny',
+            });
             const decisions = await Promise.all(Array.from({ length: 200 }, () => limiter.limit('hot')));
-            assert.ok(decisions.every((d) => d.reason === undefined), 'every call decided by Redis');
+            assert.ok(
+              decisions.every((d) => d.reason === undefined),
+              'every call decided by Redis',
+            );
             return decisions.filter((d) => d.allowed).length;
           }),
         );
-        assert.deepEqual(admitted, algorithms.map(() => 37));
+        assert.deepEqual(
+          admitted,
+          algorithms.map(() => 37),
+        );
         const ttls = await keysWithTtl(plain, prefix);
         assert.equal(ttls.size, algorithms.length);
         for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
@@ -91,8 +150,21 @@ describe('TLS: sluice through both clients to a redis-server on --tls-port', () 
   }
 
   it('the sluice command takes a rediss:// URL, trusting the CA given by NODE_EXTRA_CA_CERTS', async () => {
-    const argv = ['--import', 'tsx', 'src/cli/main.ts', 'inspect', 'k', '--policy', 'gcra:5/1s', '--redis', `rediss://127.0.0.1:${tlsPort}`, '--json'];
-    const { stdout } = await run(process.execPath, argv, { env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt') } });
+    const argv = [
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'inspect',
+      'k',
+      '--policy',
+      'gcra:5/1s',
+      '--redis',
+      `rediss://127.0.0.1:${tlsPort}`,
+      '--json',
+    ];
+    const { stdout } = await run(process.execPath, argv, {
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt') },
+    });
     assert.equal((JSON.parse(stdout) as { decision: { remaining: number } }).decision.remaining, 5);
   });
 

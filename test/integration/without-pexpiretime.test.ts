@@ -57,7 +57,10 @@ for (const { name, policy } of cases) {
       await createLimiter({ store: redisStore(older.redis), policy: policies, prefix }).limit('k', { cost: 2 });
       const limiter = createLimiter({ store: redisStore(older.redis), policy: policies, prefix });
       assert.equal(await limiter.refund('k'), true);
-      assert.deepEqual((await limiter.peek('k')).policies?.map((p) => p.remaining), [2, 2]);
+      assert.deepEqual(
+        (await limiter.peek('k')).policies?.map((p) => p.remaining),
+        [2, 2],
+      );
     });
   });
 
@@ -95,7 +98,10 @@ describe('a server without PEXPIRETIME: the store asks once', () => {
     await older.redis.script('FLUSH');
     await older.redis.config('RESETSTAT');
     const decisions = await Promise.all(Array.from({ length: 7 }, () => limiter.limit('k')));
-    assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, true, true, false, false]);
+    assert.deepEqual(
+      decisions.map((d) => d.allowed),
+      [true, true, true, true, true, false, false],
+    );
     await limiter.limit('k');
     const stats = await older.redis.info('commandstats');
     // Each an EVALSHA answered NOSCRIPT, then an EVAL: the question, once; the batch of seven; the last call.

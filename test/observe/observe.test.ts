@@ -44,7 +44,10 @@ async function collect(reader: MetricReader): Promise<Map<string, Point[]>> {
   for (const metric of metricsList) {
     const points = metric.dataPoints.map((point) => ({
       attributes: { ...point.attributes },
-      value: metric.dataPointType === DataPointType.HISTOGRAM ? (point.value as { count: number }).count : (point.value as number),
+      value:
+        metric.dataPointType === DataPointType.HISTOGRAM
+          ? (point.value as { count: number }).count
+          : (point.value as number),
     }));
     found.set(metric.descriptor.name, points);
   }
@@ -57,14 +60,32 @@ function meterWithReader() {
   return { reader, provider, meter: provider.getMeter('sluice-test') };
 }
 
-const labelsOf = (limiter: Limiter) => ({ 'sluice.prefix': limiter.prefix, 'sluice.policy': limiter.policy.name, 'sluice.algorithm': limiter.policy.algorithm });
+const labelsOf = (limiter: Limiter) => ({
+  'sluice.prefix': limiter.prefix,
+  'sluice.policy': limiter.policy.name,
+  'sluice.algorithm': limiter.policy.algorithm,
+});
 
 describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
   it('counts allowed and denied requests and times every call, by prefix and policy', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());
-    const windowed = observe(createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 3, window: '1h' }) }), { meter });
-    const bucket = observe(createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: tokenBucket({ capacity: 1, refillPerSecond: 0.001 }) }), { meter });
+    const windowed = observe(
+      createLimiter({
+        store: redisStore(harness.redis),
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 3, window: '1h' }),
+      }),
+      { meter },
+    );
+    const bucket = observe(
+      createLimiter({
+        store: redisStore(harness.redis),
+        prefix: uniquePrefix(),
+        policy: tokenBucket({ capacity: 1, refillPerSecond: 0.001 }),
+      }),
+      { meter },
+    );
     const answers = [];
     for (let i = 0; i < 5; i++) answers.push((await windowed.limit('k')).allowed);
     assert.deepEqual(answers, [true, true, true, false, false]);
@@ -78,15 +99,19 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     const found = await collect(reader);
     const w = labelsOf(windowed);
     const b = labelsOf(bucket);
-    const byAttributes = (name: string) => (found.get(name) ?? []).map((p) => JSON.stringify([p.attributes, p.value])).sort();
+    const byAttributes = (name: string) =>
+      (found.get(name) ?? []).map((p) => JSON.stringify([p.attributes, p.value])).sort();
     assert.deepEqual(byAttributes('sluice.requests.allowed'), [JSON.stringify([w, 3]), JSON.stringify([b, 1])].sort());
     assert.deepEqual(byAttributes('sluice.requests.denied'), [JSON.stringify([w, 2]), JSON.stringify([b, 1])].sort());
-    assert.deepEqual(byAttributes('sluice.operation.duration'), [
-      JSON.stringify([{ ...w, 'sluice.operation': 'limit' }, 5]),
-      JSON.stringify([{ ...w, 'sluice.operation': 'peek' }, 1]),
-      JSON.stringify([{ ...w, 'sluice.operation': 'reset' }, 1]),
-      JSON.stringify([{ ...b, 'sluice.operation': 'limit' }, 2]),
-    ].sort());
+    assert.deepEqual(
+      byAttributes('sluice.operation.duration'),
+      [
+        JSON.stringify([{ ...w, 'sluice.operation': 'limit' }, 5]),
+        JSON.stringify([{ ...w, 'sluice.operation': 'peek' }, 1]),
+        JSON.stringify([{ ...w, 'sluice.operation': 'reset' }, 1]),
+        JSON.stringify([{ ...b, 'sluice.operation': 'limit' }, 2]),
+      ].sort(),
+    );
     assert.equal(found.has('sluice.store.errors'), false);
     assert.equal(found.has('sluice.requests.shadow_denied'), false);
   });
@@ -94,9 +119,19 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
   it('counts and times each decision limitMany and waitFor make, as limit() calls', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());
-    const limiter = observe(createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 2, window: 300 }) }), { meter });
+    const limiter = observe(
+      createLimiter({
+        store: redisStore(harness.redis),
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 2, window: 300 }),
+      }),
+      { meter },
+    );
     const many = await limiter.limitMany(['a', 'a', 'a', 'b']);
-    assert.deepEqual(many.map((d) => d.allowed), [true, true, false, true]);
+    assert.deepEqual(
+      many.map((d) => d.allowed),
+      [true, true, false, true],
+    );
     // A bad key counts nothing, as in the limiter it wraps.
     await assert.rejects(limiter.limitMany(['c', '']), InvalidArgumentError);
     // 'a' is spent for this window: waitFor is denied (at least) once, then admitted in the next one.
@@ -108,7 +143,9 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     const denied = sum('sluice.requests.denied');
     assert.ok(denied >= 2, `denied ${denied}: limitMany's one and waitFor's waiting`);
     assert.equal(sum('sluice.requests.allowed'), 4);
-    assert.deepEqual(found.get('sluice.operation.duration'), [{ attributes: { ...labels, 'sluice.operation': 'limit' }, value: 4 + denied }]);
+    assert.deepEqual(found.get('sluice.operation.duration'), [
+      { attributes: { ...labels, 'sluice.operation': 'limit' }, value: 4 + denied },
+    ]);
   });
 
   it('decides exactly as the limiter it wraps', async () => {
@@ -116,7 +153,9 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     const clock = () => now;
     const policy = fixedWindow({ limit: 2, window: '1s' });
     const plain = createLimiter({ store: memoryStore({ now: clock }), policy });
-    const observed = observe(createLimiter({ store: memoryStore({ now: clock }), policy }), { meter: meterWithReader().meter });
+    const observed = observe(createLimiter({ store: memoryStore({ now: clock }), policy }), {
+      meter: meterWithReader().meter,
+    });
     assert.equal(observed.prefix, plain.prefix);
     assert.equal(observed.policy, plain.policy);
     for (const step of [0, 10, 10, 990, 5]) {
@@ -124,14 +163,23 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
       assert.deepEqual(await observed.limit('k'), await plain.limit('k'));
       assert.deepEqual(await observed.peek('k'), await plain.peek('k'));
     }
-    await assert.rejects(observed.limit('k', { cost: 3 }), (e: unknown) => e instanceof Error && e.name === 'CostExceedsLimitError');
+    await assert.rejects(
+      observed.limit('k', { cost: 3 }),
+      (e: unknown) => e instanceof Error && e.name === 'CostExceedsLimitError',
+    );
   });
 
   it('uses the global MeterProvider when no meter is given', async () => {
     const { reader, provider } = meterWithReader();
     assert.ok(metrics.setGlobalMeterProvider(provider));
     after(() => metrics.disable());
-    const limiter = observe(createLimiter({ store: redisStore(harness.redis), prefix: uniquePrefix(), policy: fixedWindow({ limit: 1, window: '1h' }) }));
+    const limiter = observe(
+      createLimiter({
+        store: redisStore(harness.redis),
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 1, window: '1h' }),
+      }),
+    );
     await limiter.limit('k');
     await limiter.limit('k');
     const found = await collect(reader);
@@ -149,12 +197,19 @@ describe('observe: store errors and recovery against a real Redis', () => {
     const errors: StoreErrorEvent[] = [];
     const recoveries: RecoverEvent[] = [];
     const decisions: DecisionEvent[] = [];
-    const limiter = observe(createLimiter({ store: redisStore(client), prefix: uniquePrefix(), policy: fixedWindow({ limit: 5, window: '1h' }) }), {
-      meter,
-      onStoreError: (event) => errors.push(event),
-      onRecover: (event) => recoveries.push(event),
-      onDecision: (event) => decisions.push(event),
-    });
+    const limiter = observe(
+      createLimiter({
+        store: redisStore(client),
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 5, window: '1h' }),
+      }),
+      {
+        meter,
+        onStoreError: (event) => errors.push(event),
+        onRecover: (event) => recoveries.push(event),
+        onDecision: (event) => decisions.push(event),
+      },
+    );
     await limiter.limit('user:secret-42');
     // Real failures: Redis refuses scripts to this user (NOPERM) until the permission comes back.
     await harness.redis.call('ACL', 'SETUSER', 'default', '-evalsha', '-eval');
@@ -184,13 +239,21 @@ describe('observe: store errors and recovery against a real Redis', () => {
     );
     assert.match(errors[0]?.error.message ?? '', /lacks \+evalsha \(NOPERM/);
     assert.equal(recoveries.length, 1);
-    assert.deepEqual({ ...recoveries[0], downForMs: undefined }, { ...labelsOfEvent(limiter), operation: 'limit', failures: 2, downForMs: undefined });
+    assert.deepEqual(
+      { ...recoveries[0], downForMs: undefined },
+      { ...labelsOfEvent(limiter), operation: 'limit', failures: 2, downForMs: undefined },
+    );
     assert.ok((recoveries[0]?.downForMs ?? -1) >= 0);
     assert.equal(decisions.length, 5);
-    for (const event of [...errors, ...recoveries, ...decisions]) assert.doesNotMatch(JSON.stringify(event), /secret-42/);
+    for (const event of [...errors, ...recoveries, ...decisions])
+      assert.doesNotMatch(JSON.stringify(event), /secret-42/);
 
     const found = await collect(reader);
-    const errorPoints = (found.get('sluice.store.errors') ?? []).map((p) => [p.attributes['sluice.operation'], p.attributes['sluice.error.reason'], p.value]);
+    const errorPoints = (found.get('sluice.store.errors') ?? []).map((p) => [
+      p.attributes['sluice.operation'],
+      p.attributes['sluice.error.reason'],
+      p.value,
+    ]);
     assert.deepEqual(errorPoints.sort(), [
       ['limit', 'store-error', 1],
       ['peek', 'store-error', 1],
@@ -219,8 +282,15 @@ describe('observe: decisions from shadow mode and from failure handling', () => 
   it('counts shadow-denied requests as admitted and shadow-denied', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());
-    const real = createLimiter({ store: memoryStore(), prefix: uniquePrefix(), policy: fixedWindow({ limit: 2, window: '1h' }) });
-    const limiter = observe(withExtras(real, (d) => ({ allowed: true, shadow: true, shadowDenied: !d.allowed })), { meter });
+    const real = createLimiter({
+      store: memoryStore(),
+      prefix: uniquePrefix(),
+      policy: fixedWindow({ limit: 2, window: '1h' }),
+    });
+    const limiter = observe(
+      withExtras(real, (d) => ({ allowed: true, shadow: true, shadowDenied: !d.allowed })),
+      { meter },
+    );
     for (let i = 0; i < 5; i++) assert.equal((await limiter.limit('k')).allowed, true);
     const found = await collect(reader);
     assert.deepEqual(found.get('sluice.requests.allowed'), [{ attributes: labelsOf(limiter), value: 5 }]);
@@ -233,9 +303,20 @@ describe('observe: decisions from shadow mode and from failure handling', () => 
     after(() => provider.shutdown());
     const errors: StoreErrorEvent[] = [];
     const recoveries: RecoverEvent[] = [];
-    const real = createLimiter({ store: memoryStore(), prefix: uniquePrefix(), policy: fixedWindow({ limit: 10, window: '1h' }) });
-    const failing = withExtras(real, (_d, call) => (call < 2 ? { reason: call === 0 ? 'timeout' : 'store-error', error: new StoreError('Redis did not answer') } : {}));
-    const limiter = observe(failing, { meter, includeKeys: true, onStoreError: (e) => errors.push(e), onRecover: (e) => recoveries.push(e) });
+    const real = createLimiter({
+      store: memoryStore(),
+      prefix: uniquePrefix(),
+      policy: fixedWindow({ limit: 10, window: '1h' }),
+    });
+    const failing = withExtras(real, (_d, call) =>
+      call < 2 ? { reason: call === 0 ? 'timeout' : 'store-error', error: new StoreError('Redis did not answer') } : {},
+    );
+    const limiter = observe(failing, {
+      meter,
+      includeKeys: true,
+      onStoreError: (e) => errors.push(e),
+      onRecover: (e) => recoveries.push(e),
+    });
     for (let i = 0; i < 4; i++) await limiter.limit('user:7');
     assert.deepEqual(
       errors.map((e) => [e.reason, e.key, e.error.message, e.cause instanceof StoreError, e.decision?.allowed]),
@@ -244,9 +325,14 @@ describe('observe: decisions from shadow mode and from failure handling', () => 
         ['store-error', 'user:7', 'sluice: store failed: Redis did not answer', true, true],
       ],
     );
-    assert.deepEqual(recoveries.map((e) => [e.key, e.failures]), [['user:7', 2]]);
+    assert.deepEqual(
+      recoveries.map((e) => [e.key, e.failures]),
+      [['user:7', 2]],
+    );
     const found = await collect(reader);
-    const reasons = (found.get('sluice.store.errors') ?? []).map((p) => [p.attributes['sluice.error.reason'], p.value]).sort();
+    const reasons = (found.get('sluice.store.errors') ?? [])
+      .map((p) => [p.attributes['sluice.error.reason'], p.value])
+      .sort();
     assert.deepEqual(reasons, [
       ['store-error', 1],
       ['timeout', 1],
@@ -272,7 +358,10 @@ describe('observe: hooks and options', () => {
 
   it('rejects bad arguments and options by name', () => {
     const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1h' }) });
-    assert.throws(() => observe({} as Limiter), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'limiter');
+    assert.throws(
+      () => observe({} as Limiter),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'limiter',
+    );
     const bad: [string, unknown][] = [
       ['meter', {}],
       ['onDecision', 'log'],
@@ -281,8 +370,15 @@ describe('observe: hooks and options', () => {
       ['includeKeys', 'yes'],
     ];
     for (const [option, value] of bad) {
-      assert.throws(() => observe(limiter, { [option]: value }), (e: unknown) => e instanceof InvalidOptionError && e.option === option, option);
+      assert.throws(
+        () => observe(limiter, { [option]: value }),
+        (e: unknown) => e instanceof InvalidOptionError && e.option === option,
+        option,
+      );
     }
-    assert.throws(() => observe(limiter, 'fast' as never), (e: unknown) => e instanceof InvalidOptionError && e.option === 'observe');
+    assert.throws(
+      () => observe(limiter, 'fast' as never),
+      (e: unknown) => e instanceof InvalidOptionError && e.option === 'observe',
+    );
   });
 });

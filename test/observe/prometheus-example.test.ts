@@ -20,7 +20,10 @@ describe('examples/metrics-prometheus.ts', () => {
       const line = (name: string) => text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
       assert.equal(line('sluice_requests_allowed_total'), `sluice_requests_allowed_total{${labels},${scope}} 5`);
       assert.equal(line('sluice_requests_denied_total'), `sluice_requests_denied_total{${labels},${scope}} 2`);
-      assert.equal(line('sluice_operation_duration_count'), `sluice_operation_duration_count{${labels},sluice_operation="limit",${scope}} 7`);
+      assert.equal(
+        line('sluice_operation_duration_count'),
+        `sluice_operation_duration_count{${labels},sluice_operation="limit",${scope}} 7`,
+      );
       assert.match(text, /# HELP sluice_requests_allowed_total Requests admitted by limit\(\)/);
     } finally {
       await example.stop();

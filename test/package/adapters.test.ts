@@ -8,9 +8,25 @@ import { promisify } from 'node:util';
 // source (tsconfig paths), and this checks what users get from the package's exports map.
 const root = new URL('../../', import.meta.url);
 // Each subpath, and what it is used through: a middleware, a plugin, or Nest's module.
-const entries = { express: 'rateLimit', fastify: 'rateLimit', hono: 'rateLimit', koa: 'rateLimit', nestjs: 'RateLimitModule', node: 'rateLimit' };
+const entries = {
+  express: 'rateLimit',
+  fastify: 'rateLimit',
+  hono: 'rateLimit',
+  koa: 'rateLimit',
+  nestjs: 'RateLimitModule',
+  node: 'rateLimit',
+};
 const subpaths = Object.keys(entries) as Array<keyof typeof entries>;
-const frameworks = ['express', 'fastify', 'hono', 'koa', '@hono/node-server', '@nestjs/platform-express', '@nestjs/common', '@nestjs/core'];
+const frameworks = [
+  'express',
+  'fastify',
+  'hono',
+  'koa',
+  '@hono/node-server',
+  '@nestjs/platform-express',
+  '@nestjs/common',
+  '@nestjs/core',
+];
 // Nest's decorators and dependency injection are its own: its guard is made of them, through the
 // app's copy of Nest (an optional peer), and of nothing else of a framework.
 const builtOn: Partial<Record<keyof typeof entries, string[]>> = { nestjs: ['@nestjs/common', '@nestjs/core'] };
@@ -73,7 +89,11 @@ Module({ imports: [RateLimitModule.forRoot({ limiter })], controllers: [Routes],
 })();
 `;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=commonjs', '-e', app], { cwd: root });
-    assert.deepEqual(stdout.trim().split('\n'), ['200 text/html; charset=utf-8 true', '429 application/problem+json true', '200 text/html; charset=utf-8 false']);
+    assert.deepEqual(stdout.trim().split('\n'), [
+      '200 text/html; charset=utf-8 true',
+      '429 application/problem+json true',
+      '200 text/html; charset=utf-8 false',
+    ]);
   });
 
   it('load nothing of the frameworks, which are optional peers, but the Nest core that the Nest guard is made of', async () => {
@@ -81,7 +101,10 @@ Module({ imports: [RateLimitModule.forRoot({ limiter })], controllers: [Routes],
       for (const flavour of ['esm', 'cjs']) {
         const code = await readFile(new URL(`dist/${flavour}/adapters/${subpath}.js`, root), 'utf8');
         for (const framework of frameworks.filter((name) => !builtOn[subpath]?.includes(name))) {
-          assert.ok(!code.includes(`from '${framework}'`) && !code.includes(`require("${framework}")`), `${flavour} ${subpath} loads ${framework}`);
+          assert.ok(
+            !code.includes(`from '${framework}'`) && !code.includes(`require("${framework}")`),
+            `${flavour} ${subpath} loads ${framework}`,
+          );
         }
       }
     }

@@ -12,7 +12,14 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 // Each subpath, and what it is used through: a middleware, a plugin, or Nest's module.
-const entries = { express: 'rateLimit', fastify: 'rateLimit', hono: 'rateLimit', koa: 'rateLimit', nestjs: 'RateLimitModule', node: 'rateLimit' };
+const entries = {
+  express: 'rateLimit',
+  fastify: 'rateLimit',
+  hono: 'rateLimit',
+  koa: 'rateLimit',
+  nestjs: 'RateLimitModule',
+  node: 'rateLimit',
+};
 const subpaths = Object.keys(entries) as Array<keyof typeof entries>;
 // Building takes half a minute on a busy machine: more than the suite's default per test.
 const PACK_TIMEOUT_MS = 600_000;
@@ -65,7 +72,17 @@ RateLimit({ status: '429' });
 // Each resolution a TypeScript project may use, with the entry files it compiles (.ts is CommonJS
 // under node16 here: the project's package.json has no "type").
 const resolutions = {
-  node10: { args: ['--module', 'commonjs', '--moduleResolution', 'node10', '--experimentalDecorators', '--emitDecoratorMetadata'], files: ['entry.ts', 'nest.ts'] },
+  node10: {
+    args: [
+      '--module',
+      'commonjs',
+      '--moduleResolution',
+      'node10',
+      '--experimentalDecorators',
+      '--emitDecoratorMetadata',
+    ],
+    files: ['entry.ts', 'nest.ts'],
+  },
   node16: { args: ['--module', 'node16', '--moduleResolution', 'node16'], files: ['entry.ts', 'entry.mts'] },
   bundler: { args: ['--module', 'esnext', '--moduleResolution', 'bundler'], files: ['entry.ts'] },
 };
@@ -98,7 +115,10 @@ describe('a fresh clone, packed and installed into an empty project', () => {
       tarball = join(work, packed[0] as string);
       project = join(work, 'project');
       await mkdir(project);
-      await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+      await writeFile(
+        join(project, 'package.json'),
+        JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }),
+      );
       await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', tarball], { cwd: project });
       // Nest, which sluice/nestjs is made of (an optional peer), as a Nest app has it.
       await symlink(join(root, 'node_modules', '@nestjs'), join(project, 'node_modules', '@nestjs'));
@@ -119,8 +139,14 @@ describe('a fresh clone, packed and installed into an empty project', () => {
       console.log(kinds.join(' '), (await limiter.limit('k')).allowed, (await limiter.limit('k')).allowed);`;
     const cjs = esm.replaceAll('await import(', 'require(').replace(/^/, '(async () => {').concat('})()');
     const expected = `${names.map(() => 'function').join(' ')} true false`;
-    assert.equal((await run(process.execPath, ['--input-type=module', '-e', esm], { cwd: project })).stdout.trim(), expected);
-    assert.equal((await run(process.execPath, ['--input-type=commonjs', '-e', cjs], { cwd: project })).stdout.trim(), expected);
+    assert.equal(
+      (await run(process.execPath, ['--input-type=module', '-e', esm], { cwd: project })).stdout.trim(),
+      expected,
+    );
+    assert.equal(
+      (await run(process.execPath, ['--input-type=commonjs', '-e', cjs], { cwd: project })).stdout.trim(),
+      expected,
+    );
   });
 
   it('resolves the types of every entry point under node10, node16 and bundler', async () => {
@@ -128,10 +154,15 @@ describe('a fresh clone, packed and installed into an empty project', () => {
     await writeFile(join(project, 'entry.mts'), typedEntry);
     await writeFile(join(project, 'nest.ts'), nestEntry);
     // The frameworks' types, which the adapters' declarations import, as the user's project has them.
-    for (const dependency of ['@types', 'fastify', 'hono']) await symlink(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency));
+    for (const dependency of ['@types', 'fastify', 'hono'])
+      await symlink(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency));
     const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
     for (const [resolution, { args, files }] of Object.entries(resolutions)) {
-      const checked = run(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...args, ...files], { cwd: project });
+      const checked = run(
+        process.execPath,
+        [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...args, ...files],
+        { cwd: project },
+      );
       const { stdout } = await checked.catch((error: { stdout: string }) => error);
       assert.equal(stdout, '', resolution);
     }
@@ -145,7 +176,10 @@ describe('a fresh clone, packed and installed into an empty project', () => {
 
   it('ships no source maps, whose sources are not shipped, and one build of the command', async () => {
     const files = (await run('tar', ['-tzf', tarball])).stdout.trim().split('\n');
-    assert.deepEqual(files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')), []);
+    assert.deepEqual(
+      files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')),
+      [],
+    );
     assert.ok(files.includes('package/dist/esm/cli/main.js'));
   });
 

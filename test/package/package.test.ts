@@ -10,12 +10,29 @@ import { promisify } from 'node:util';
 // exports map, the way a user's code would.
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
-const API = ['createLimiter', 'fixedWindow', 'slidingLog', 'tokenBucket', 'memoryStore', 'redisStore', 'rateLimitResponse', 'InvalidOptionError'];
+const API = [
+  'createLimiter',
+  'fixedWindow',
+  'slidingLog',
+  'tokenBucket',
+  'memoryStore',
+  'redisStore',
+  'rateLimitResponse',
+  'InvalidOptionError',
+];
 
 describe('the built package', () => {
   it('imports from ESM and CommonJS with the same API', async () => {
-    const esm = (await run(process.execPath, ['--input-type=module', '-e', "import * as s from 'sluice'; console.log(Object.keys(s).sort().join(','))"], { cwd: root })).stdout;
-    const cjs = Object.keys(createRequire(join(root, 'package.json'))('sluice') as object).sort().join(',');
+    const esm = (
+      await run(
+        process.execPath,
+        ['--input-type=module', '-e', "import * as s from 'sluice'; console.log(Object.keys(s).sort().join(','))"],
+        { cwd: root },
+      )
+    ).stdout;
+    const cjs = Object.keys(createRequire(join(root, 'package.json'))('sluice') as object)
+      .sort()
+      .join(',');
     assert.equal(esm.trim(), cjs);
     for (const name of API) assert.ok(cjs.split(',').includes(name), name);
   });
@@ -40,7 +57,23 @@ limiter.limit('k', { cost: '2' });
       await writeFile(join(dir, 'esm.mts'), consumer);
       await writeFile(join(dir, 'cjs.cts'), consumer);
       const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-      await run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--types', 'node', join(dir, 'esm.mts'), join(dir, 'cjs.cts')], { cwd: root });
+      await run(
+        process.execPath,
+        [
+          tsc,
+          '--noEmit',
+          '--strict',
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          '--types',
+          'node',
+          join(dir, 'esm.mts'),
+          join(dir, 'cjs.cts'),
+        ],
+        { cwd: root },
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -49,6 +82,9 @@ limiter.limit('k', { cost: '2' });
   it('ships the sluice command', async () => {
     const { stdout } = await run(process.execPath, [join(root, 'dist/esm/cli/main.js'), '--help']);
     assert.match(stdout, /Usage: sluice <command>/);
-    await assert.rejects(run(process.execPath, [join(root, 'dist/esm/cli/main.js'), 'nonsense']), (error: { code?: number; stderr?: string }) => error.code === 2 && /unknown command/.test(error.stderr ?? ''));
+    await assert.rejects(
+      run(process.execPath, [join(root, 'dist/esm/cli/main.js'), 'nonsense']),
+      (error: { code?: number; stderr?: string }) => error.code === 2 && /unknown command/.test(error.stderr ?? ''),
+    );
   });
 });

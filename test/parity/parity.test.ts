@@ -11,7 +11,11 @@ import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../su
 const servers: readonly { name: string; harness: Harness; algorithms: typeof algorithms }[] = [
   { name: 'Redis', harness: useRedis(), algorithms },
   // Redis 6.2 to tokenBucket and gcra, which run their other form there.
-  { name: 'Redis without PEXPIRETIME', harness: useRedis({ serverArgs: WITHOUT_PEXPIRETIME }), algorithms: algorithms.filter((a) => a.name === 'tokenBucket' || a.name === 'gcra') },
+  {
+    name: 'Redis without PEXPIRETIME',
+    harness: useRedis({ serverArgs: WITHOUT_PEXPIRETIME }),
+    algorithms: algorithms.filter((a) => a.name === 'tokenBucket' || a.name === 'gcra'),
+  },
 ];
 
 /** A small deterministic generator, so a failing sequence can be replayed from its seed. */
@@ -28,7 +32,13 @@ function random(seed: number): () => number {
  * refund, settle into debt and back; release and extend of the leases taken) through the script in Redis, then each call through the TypeScript twins at the
  * very time Redis used (the reply's second field), and demands equal replies.
  */
-async function compare(harness: Harness, policies: readonly Policy[], seed: number, steps: number, penalty = { strikes: 0, blockMs: 0 }): Promise<void> {
+async function compare(
+  harness: Harness,
+  policies: readonly Policy[],
+  seed: number,
+  steps: number,
+  penalty = { strikes: 0, blockMs: 0 },
+): Promise<void> {
   let now = 0;
   const twin = memoryStore({ now: () => now });
   const lua = redisStore(harness.redis);
@@ -42,10 +52,24 @@ async function compare(harness: Harness, policies: readonly Policy[], seed: numb
     const roll = next();
     const cost = 1 + Math.floor(next() * 3);
     const lease = leases.length > 0 && roll > 0.8 ? leases.splice(Math.floor(next() * leases.length), 1)[0] : undefined;
-    const op: Op = lease !== undefined ? (roll > 0.9 ? 'extend' : 'release') : roll < 0.15 ? 'peek' : roll < 0.25 ? 'refund' : roll < 0.35 ? 'settle' : 'limit';
+    const op: Op =
+      lease !== undefined
+        ? roll > 0.9
+          ? 'extend'
+          : 'release'
+        : roll < 0.15
+          ? 'peek'
+          : roll < 0.25
+            ? 'refund'
+            : roll < 0.35
+              ? 'settle'
+              : 'limit';
     // A cost of its own per policy (a cost by unit) a third of the time; settle's signed, and never
     // a lease's (reserve refuses concurrency).
-    const own = (least: number, most: number) => policies.map((p) => (p.algorithm === 'concurrency' && op === 'settle' ? 0 : least + Math.floor(next() * (most - least + 1))));
+    const own = (least: number, most: number) =>
+      policies.map((p) =>
+        p.algorithm === 'concurrency' && op === 'settle' ? 0 : least + Math.floor(next() * (most - least + 1)),
+      );
     const costs = op === 'settle' ? own(-3, 6) : op !== 'peek' && next() < 0.33 ? own(0, 3) : op === 'peek' ? 1 : cost;
     const args = scriptArgs({ op, cost: costs, target: lease ?? 0, ms: 150, penalty, policies });
     const fromRedis: Reply = await lua.run(script, keys, args);
@@ -53,7 +77,8 @@ async function compare(harness: Harness, policies: readonly Policy[], seed: numb
     const fromTwin = await twin.run(script, keys, args);
     assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${String(costs)}) at ${now}`);
     if (op === 'limit') {
-      for (let i = 0; i < policies.length; i++) if ((fromRedis[3 + i * 5 + 4] ?? 0) > 0) leases.push(fromRedis[3 + i * 5 + 4] ?? 0);
+      for (let i = 0; i < policies.length; i++)
+        if ((fromRedis[3 + i * 5 + 4] ?? 0) > 0) leases.push(fromRedis[3 + i * 5 + 4] ?? 0);
     }
   }
 }

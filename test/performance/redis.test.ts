@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import { createLimiter, fixedWindow, InvalidArgumentError, redisStore, tokenBucket, type Decision } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  InvalidArgumentError,
+  redisStore,
+  tokenBucket,
+  type Decision,
+} from '../../src/index.js';
 import { hashSlot } from '../../src/stores/slot.js';
 import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
@@ -40,11 +47,22 @@ describe('deniedCache against Redis', () => {
       for (let i = 0; i < 200; i++) {
         const fromRedis = await truth.peek('k');
         const fromCache = await cached.limit('k');
-        const withoutTimes = (d: Decision) => ({ ...d, resetAfterMs: 0, retryAfterMs: 0, policies: d.policies.map((p) => ({ ...p, resetAfterMs: 0, retryAfterMs: 0 })) });
+        const withoutTimes = (d: Decision) => ({
+          ...d,
+          resetAfterMs: 0,
+          retryAfterMs: 0,
+          policies: d.policies.map((p) => ({ ...p, resetAfterMs: 0, retryAfterMs: 0 })),
+        });
         assert.deepEqual(withoutTimes(fromCache), withoutTimes(fromRedis));
         // Counted from when the request was sent, so never longer than Redis's, a moment earlier.
-        assert.ok(fromCache.retryAfterMs <= fromRedis.retryAfterMs && fromCache.retryAfterMs > fromRedis.retryAfterMs - 1000, `${fromCache.retryAfterMs} vs ${fromRedis.retryAfterMs}`);
-        assert.ok(fromCache.resetAfterMs <= fromRedis.resetAfterMs && fromCache.resetAfterMs > fromRedis.resetAfterMs - 1000, `${fromCache.resetAfterMs} vs ${fromRedis.resetAfterMs}`);
+        assert.ok(
+          fromCache.retryAfterMs <= fromRedis.retryAfterMs && fromCache.retryAfterMs > fromRedis.retryAfterMs - 1000,
+          `${fromCache.retryAfterMs} vs ${fromRedis.retryAfterMs}`,
+        );
+        assert.ok(
+          fromCache.resetAfterMs <= fromRedis.resetAfterMs && fromCache.resetAfterMs > fromRedis.resetAfterMs - 1000,
+          `${fromCache.resetAfterMs} vs ${fromRedis.resetAfterMs}`,
+        );
       }
       // tokenBucket and gcra: first, the store's one question whether the server has PEXPIRETIME.
       const question = policy.kind.luaWithoutPexpiretime === undefined ? 0 : 1;
@@ -56,47 +74,94 @@ describe('deniedCache against Redis', () => {
 describe('batches: decisions asked in one tick share one EVALSHA', () => {
   it('limitMany decides 100 keys in one call, a repeated key in order', async () => {
     const client = recordingClient(() => harness.redis);
-    const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 2, window: '1h' }), prefix: uniquePrefix() });
+    const limiter = createLimiter({
+      store: redisStore(client),
+      policy: fixedWindow({ limit: 2, window: '1h' }),
+      prefix: uniquePrefix(),
+    });
     const keys = [...Array.from({ length: 97 }, (_, i) => `user:${i}`), 'hot', 'hot', 'hot'];
     const decisions = await limiter.limitMany(keys);
     assert.equal(client.evalshas.length, 1);
-    assert.deepEqual(decisions.slice(0, 97).map((d) => d.remaining), Array.from({ length: 97 }, () => 1));
-    assert.deepEqual(decisions.slice(97).map((d) => [d.allowed, d.remaining]), [[true, 1], [true, 0], [false, 0]]);
+    assert.deepEqual(
+      decisions.slice(0, 97).map((d) => d.remaining),
+      Array.from({ length: 97 }, () => 1),
+    );
+    assert.deepEqual(
+      decisions.slice(97).map((d) => [d.allowed, d.remaining]),
+      [
+        [true, 1],
+        [true, 0],
+        [false, 0],
+      ],
+    );
   });
 
   it('limitMany checks every key first: a bad one rejects and nothing is counted', async () => {
-    const limiter = createLimiter({ store: redisStore(harness.redis), policy: fixedWindow({ limit: 2, window: '1h' }), prefix: uniquePrefix() });
-    await assert.rejects(limiter.limitMany(['a', '', 'b']), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'key');
-    await assert.rejects(limiter.limitMany('a' as never), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'keys');
+    const limiter = createLimiter({
+      store: redisStore(harness.redis),
+      policy: fixedWindow({ limit: 2, window: '1h' }),
+      prefix: uniquePrefix(),
+    });
+    await assert.rejects(
+      limiter.limitMany(['a', '', 'b']),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'key',
+    );
+    await assert.rejects(
+      limiter.limitMany('a' as never),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'keys',
+    );
     assert.equal((await limiter.peek('a')).remaining, 2);
   });
 
   it('a key of the wrong type in a batch is healed and decided, as are the rest (a failing request fails alone: batch-reply.test.ts)', async () => {
     const prefix = uniquePrefix();
-    const limiter = createLimiter({ store: redisStore(harness.redis), policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }), prefix });
+    const limiter = createLimiter({
+      store: redisStore(harness.redis),
+      policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }),
+      prefix,
+    });
     const broken = `${prefix}:{broken}:${limiter.policy.kind.id}`;
     await harness.redis.hset(broken, 'x', '1');
     const results = await Promise.all([limiter.limit('a'), limiter.limit('broken'), limiter.limit('b')]);
-    assert.deepEqual(results.map((d) => [d.allowed, d.reason, d.remaining]), [[true, undefined, 2], [true, undefined, 2], [true, undefined, 2]]);
+    assert.deepEqual(
+      results.map((d) => [d.allowed, d.reason, d.remaining]),
+      [
+        [true, undefined, 2],
+        [true, undefined, 2],
+        [true, undefined, 2],
+      ],
+    );
     assert.equal(await harness.redis.type(broken), 'string');
     assert.ok((await harness.redis.pttl(broken)) > 0);
   });
 
   it('recovers a batch after SCRIPT FLUSH', async () => {
-    const limiter = createLimiter({ store: redisStore(harness.redis), policy: fixedWindow({ limit: 5, window: '1h' }), prefix: uniquePrefix() });
+    const limiter = createLimiter({
+      store: redisStore(harness.redis),
+      policy: fixedWindow({ limit: 5, window: '1h' }),
+      prefix: uniquePrefix(),
+    });
     await limiter.limitMany(['a', 'b']);
     await harness.redis.script('FLUSH');
-    assert.deepEqual((await limiter.limitMany(['a', 'b', 'c'])).map((d) => d.remaining), [3, 3, 4]);
+    assert.deepEqual(
+      (await limiter.limitMany(['a', 'b', 'c'])).map((d) => d.remaining),
+      [3, 3, 4],
+    );
   });
 
   it('on a cluster client, one batch per slot', async () => {
     const client = recordingClient(() => harness.redis, true);
-    const limiter = createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 5, window: '1h' }), prefix: uniquePrefix() });
+    const limiter = createLimiter({
+      store: redisStore(client),
+      policy: fixedWindow({ limit: 5, window: '1h' }),
+      prefix: uniquePrefix(),
+    });
     // a, b, c and same hash to four different slots; `same` comes three times.
     const keys = ['a', 'b', 'c', 'same', 'same', 'same'];
     await limiter.limitMany(keys);
     assert.equal(client.evalshas.length, 4);
-    for (const batch of client.evalshas) assert.equal(new Set(batch.map(hashSlot)).size, 1, `one slot in ${batch.join(', ')}`);
+    for (const batch of client.evalshas)
+      assert.equal(new Set(batch.map(hashSlot)).size, 1, `one slot in ${batch.join(', ')}`);
   });
 });
 

@@ -35,12 +35,16 @@ function assertNeverOverAdmitted(policy: Policy, windowMs: number, admissions: r
   for (const key of keys) {
     const log = admissions.filter((a) => a.key === key);
     for (const [i, first] of log.entries()) {
-      const sum = (from: number, to: number) => log.filter((a) => from <= a.at && a.at <= to).reduce((total, a) => total + a.cost, 0);
+      const sum = (from: number, to: number) =>
+        log.filter((a) => from <= a.at && a.at <= to).reduce((total, a) => total + a.cost, 0);
       if (algorithm === 'fixed-window' || algorithm === 'sliding-window') {
         const start = first.at - (first.at % windowMs);
         assert.ok(sum(start, start + windowMs - 1) <= limit, `${key}: over ${limit} in the window from ${start}`);
       } else if (algorithm === 'sliding-log') {
-        assert.ok(sum(first.at - windowMs + 1, first.at) <= limit, `${key}: over ${limit} in the window ending ${first.at}`);
+        assert.ok(
+          sum(first.at - windowMs + 1, first.at) <= limit,
+          `${key}: over ${limit} in the window ending ${first.at}`,
+        );
       } else {
         for (const last of log.slice(i)) {
           const allowed = limit + ((last.at - first.at) * limit) / windowMs;
@@ -54,7 +58,9 @@ function assertNeverOverAdmitted(policy: Policy, windowMs: number, admissions: r
 /** A decision, or the script's reply for a single policy ([allowed, now, blocked, allowed, remaining, reset, retry, extra]). */
 function assertSound(decision: Decision | Reply, limit: number): void {
   const [allowed, remaining, , retryAfterMs] =
-    'allowed' in decision ? [decision.allowed ? 1 : 0, decision.remaining, decision.resetAfterMs, decision.retryAfterMs] : [decision[0], decision[4] ?? -1, decision[5], decision[6]];
+    'allowed' in decision
+      ? [decision.allowed ? 1 : 0, decision.remaining, decision.resetAfterMs, decision.retryAfterMs]
+      : [decision[0], decision[4] ?? -1, decision[5], decision[6]];
   assert.ok(Number.isInteger(remaining) && remaining >= 0 && remaining <= limit, `remaining ${remaining}`);
   assert.equal(retryAfterMs === 0, allowed === 1, `retryAfterMs ${retryAfterMs} when allowed is ${allowed}`);
 }
@@ -73,7 +79,8 @@ function ttlCheckedStore(inner: Store, policy: Policy, windowMs: number): Store 
           twin(now, entries, scriptArgsList) {
             const result = script.twin(now, entries, scriptArgsList);
             for (const write of result.writes as readonly Write<unknown>[]) {
-              if (write) assert.ok(write.ttlMs >= 1 && write.ttlMs <= most, `TTL ${write.ttlMs} for a ${windowMs} ms window`);
+              if (write)
+                assert.ok(write.ttlMs >= 1 && write.ttlMs <= most, `TTL ${write.ttlMs} for a ${windowMs} ms window`);
             }
             return result;
           },
@@ -96,13 +103,25 @@ describe('properties of every twin, on a fake clock', () => {
   for (const algorithm of algorithms) {
     it(`${algorithm.name}: never over the limit, remaining never negative, a retry after retryAfterMs admitted, every write with a TTL`, async () => {
       const scenario = fc
-        .record({ limit: fc.integer({ min: 1, max: 8 }), windowMs: fc.integer({ min: 10, max: 2_000 }), start: fc.integer({ min: 0, max: 10 ** 12 }) })
-        .chain((p) => fc.record({ policy: fc.constant(p), steps: fc.array(step(p.limit, p.windowMs), { minLength: 1, maxLength: 60 }) }));
+        .record({
+          limit: fc.integer({ min: 1, max: 8 }),
+          windowMs: fc.integer({ min: 10, max: 2_000 }),
+          start: fc.integer({ min: 0, max: 10 ** 12 }),
+        })
+        .chain((p) =>
+          fc.record({
+            policy: fc.constant(p),
+            steps: fc.array(step(p.limit, p.windowMs), { minLength: 1, maxLength: 60 }),
+          }),
+        );
       await fc.assert(
         fc.asyncProperty(scenario, async ({ policy: { limit, windowMs, start }, steps }) => {
           const policy = algorithm.policy(limit, windowMs);
           let now = start;
-          const limiter = createLimiter({ store: ttlCheckedStore(memoryStore({ now: () => now }), policy, windowMs), policy });
+          const limiter = createLimiter({
+            store: ttlCheckedStore(memoryStore({ now: () => now }), policy, windowMs),
+            policy,
+          });
           const admissions: Admission[] = [];
           const ask = async (key: string, cost: number) => {
             const decision = await limiter.limit(key, { cost });
@@ -132,23 +151,42 @@ describe('reserve and settle, on a stopped clock: what a key holds is what was s
       const scenario = fc.integer({ min: 1, max: 8 }).chain((limit) =>
         fc.record({
           limit: fc.constant(limit),
-          steps: fc.array(fc.record({ estimate: fc.integer({ min: 1, max: limit }), actual: fc.integer({ min: 0, max: 3 * limit }), end: fc.constantFrom('settle', 'cancel', 'none') }), {
-            minLength: 1,
-            maxLength: 40,
-          }),
+          steps: fc.array(
+            fc.record({
+              estimate: fc.integer({ min: 1, max: limit }),
+              actual: fc.integer({ min: 0, max: 3 * limit }),
+              end: fc.constantFrom('settle', 'cancel', 'none'),
+            }),
+            {
+              minLength: 1,
+              maxLength: 40,
+            },
+          ),
         }),
       );
       await fc.assert(
         fc.asyncProperty(scenario, async ({ limit, steps }) => {
           // In the middle of an hour's window, still: no window ends and nothing refills.
           const now = 1_800_000_000_000 + 1_800_000;
-          const limiter = createLimiter({ store: memoryStore({ now: () => now }), policy: algorithm.policy(limit, 3_600_000, { counts: 'tokens' }) });
+          const limiter = createLimiter({
+            store: memoryStore({ now: () => now }),
+            policy: algorithm.policy(limit, 3_600_000, { counts: 'tokens' }),
+          });
           let held = 0;
           for (const { estimate, actual, end } of steps) {
             const reservation = await limiter.reserve('k', { cost: { tokens: estimate } });
-            assert.equal(reservation.allowed, held + estimate <= limit, `holding ${held} of ${limit}, asked ${estimate}`);
+            assert.equal(
+              reservation.allowed,
+              held + estimate <= limit,
+              `holding ${held} of ${limit}, asked ${estimate}`,
+            );
             if (reservation.allowed) held += estimate;
-            const settled = end === 'settle' ? await reservation.settle({ tokens: actual }) : end === 'cancel' ? await reservation.cancel() : false;
+            const settled =
+              end === 'settle'
+                ? await reservation.settle({ tokens: actual })
+                : end === 'cancel'
+                  ? await reservation.cancel()
+                  : false;
             if (settled) {
               const delta = (end === 'settle' ? actual : 0) - estimate;
               held = delta < 0 ? Math.max(0, held + delta) : held + Math.min(delta, 2 * limit - held);
@@ -165,7 +203,10 @@ describe('reserve and settle, on a stopped clock: what a key holds is what was s
 describe('token bucket retryAfterMs (found by the properties above)', () => {
   it('is never 1 ms short when (cost - tokens) / rate rounds down', async () => {
     let now = 613_116_540_349;
-    const limiter = createLimiter({ store: memoryStore({ now: () => now }), policy: tokenBucket({ capacity: 3, refillPerSecond: 3000 / 164 }) });
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => now }),
+      policy: tokenBucket({ capacity: 3, refillPerSecond: 3000 / 164 }),
+    });
     await limiter.limit('k', { cost: 3 });
     now += (await limiter.limit('k')).retryAfterMs;
     assert.equal((await limiter.limit('k')).allowed, true);
@@ -180,7 +221,9 @@ describe('properties of every Lua script, checked against its twin', { concurren
     it(`${algorithm.name}: Redis decides as the twin does at Redis's time, within the limit, every key with a TTL`, async () => {
       const scenario = fc
         .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.integer({ min: 20, max: 80 }) })
-        .chain((p) => fc.record({ policy: fc.constant(p), steps: fc.array(step(p.limit, 15), { minLength: 1, maxLength: 25 }) }));
+        .chain((p) =>
+          fc.record({ policy: fc.constant(p), steps: fc.array(step(p.limit, 15), { minLength: 1, maxLength: 25 }) }),
+        );
       await fc.assert(
         fc.asyncProperty(scenario, async ({ policy: { limit, windowMs }, steps }) => {
           const policy = algorithm.policy(limit, windowMs);
@@ -193,7 +236,14 @@ describe('properties of every Lua script, checked against its twin', { concurren
           const admissions: Admission[] = [];
           const ask = async (key: string, cost: number): Promise<Reply> => {
             const keys = callKeys(prefix, key, [policy]);
-            const args = scriptArgs({ op: 'limit', cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
+            const args = scriptArgs({
+              op: 'limit',
+              cost,
+              target: 0,
+              ms: 0,
+              penalty: { strikes: 0, blockMs: 0 },
+              policies: [policy],
+            });
             const fromRedis = await lua.run(script, keys, args);
             now = fromRedis[1] ?? 0;
             assert.deepEqual(await twin.run(script, keys, args), fromRedis, `${key}, cost ${cost} at ${now}`);
@@ -205,8 +255,13 @@ describe('properties of every Lua script, checked against its twin', { concurren
               // Read after the call: a key fresh within a ms or two may be gone by then, but only once that time has passed.
               const [seconds = 0, micros = 0] = expiry === -2 ? (await harness.redis.time()).map(Number) : [];
               const gone = expiry === -2 && Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) >= now + reset;
-              if (reset > 0 && !gone) assert.equal(expiry, now + reset, `${key} expires at ${expiry}, fresh at ${now + reset}`);
-              else assert.ok(expiry === -2 || (expiry > 0 && expiry <= now), `${key}, fresh at ${now}, expires at ${expiry}`);
+              if (reset > 0 && !gone)
+                assert.equal(expiry, now + reset, `${key} expires at ${expiry}, fresh at ${now + reset}`);
+              else
+                assert.ok(
+                  expiry === -2 || (expiry > 0 && expiry <= now),
+                  `${key}, fresh at ${now}, expires at ${expiry}`,
+                );
             }
             if (fromRedis[0] === 1) admissions.push({ key, at: now, cost });
             return fromRedis;
@@ -223,7 +278,8 @@ describe('properties of every Lua script, checked against its twin', { concurren
           }
           assertNeverOverAdmitted(policy, windowMs, admissions);
           // 0: under a ms left, which these short windows make likely; -1 would be a key kept forever.
-          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
+          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix))
+            assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
         }),
         { numRuns: 15, seed: SEED, includeErrorInReport: true },
       );
@@ -232,7 +288,9 @@ describe('properties of every Lua script, checked against its twin', { concurren
 });
 
 // Where junk can be written: any kind into the block key, and every kind meant for it into the policy's.
-const junkPlacements = junkKinds.flatMap((kind) => (kind.roles ?? ['policy', 'block']).filter((role) => role !== 'strikes').map((role) => ({ kind, role })));
+const junkPlacements = junkKinds.flatMap((kind) =>
+  (kind.roles ?? ['policy', 'block']).filter((role) => role !== 'strikes').map((role) => ({ kind, role })),
+);
 
 describe('every Lua script heals junk written into its keys', { concurrency: true }, () => {
   for (const algorithm of algorithms) {
@@ -253,7 +311,15 @@ describe('every Lua script heals junk written into its keys', { concurrency: tru
           const prefix = uniquePrefix();
           const lua = redisStore(harness.redis);
           const script = scriptFor([policy.kind]);
-          const args = (cost: number) => scriptArgs({ op: 'limit', cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
+          const args = (cost: number) =>
+            scriptArgs({
+              op: 'limit',
+              cost,
+              target: 0,
+              ms: 0,
+              penalty: { strikes: 0, blockMs: 0 },
+              policies: [policy],
+            });
           let admissions: Admission[] = [];
           for (const [i, { pauseMs, key, cost }] of steps.entries()) {
             const keys = callKeys(prefix, key, [policy]);
@@ -270,11 +336,11 @@ describe('every Lua script heals junk written into its keys', { concurrency: tru
             if (reply[0] === 1) admissions.push({ key, at: reply[1] ?? 0, cost });
           }
           assertNeverOverAdmitted(policy, windowMs, admissions);
-          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix)) assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
+          for (const [key, ttl] of await keysWithTtl(harness.redis, prefix))
+            assert.ok(ttl >= 0, `${key} has PTTL ${ttl}`);
         }),
         { numRuns: 15, seed: SEED, includeErrorInReport: true },
       );
     });
   }
 });
-

@@ -37,11 +37,25 @@ const RUNTIMES: readonly Runtime[] = [
   { name: 'Node 24', command: [host('node24')], programs: ['esm.mjs', 'cjs.cjs'] },
   { name: 'Bun', command: [bin('.bin', 'bun')], programs: ['esm.mjs', 'cjs.cjs'] },
   // npm packages from node_modules as they are (no registry), and network to the test's Redis alone.
-  { name: 'Deno', command: [bin('.bin', 'deno'), 'run', '--node-modules-dir=manual', '--cached-only', '--no-lock', '--allow-read', '--allow-env', '--allow-net=127.0.0.1'], programs: ['esm.mjs'] },
+  {
+    name: 'Deno',
+    command: [
+      bin('.bin', 'deno'),
+      'run',
+      '--node-modules-dir=manual',
+      '--cached-only',
+      '--no-lock',
+      '--allow-read',
+      '--allow-env',
+      '--allow-net=127.0.0.1',
+    ],
+    programs: ['esm.mjs'],
+  },
 ];
 
 /** The partition key draft-8 sends for `key`, by node:crypto: every runtime's SHA-256 must agree. */
-const partitionKey = (key: string) => `:${createHash('sha256').update(key).digest().subarray(0, 12).toString('base64')}:`;
+const partitionKey = (key: string) =>
+  `:${createHash('sha256').update(key).digest().subarray(0, 12).toString('base64')}:`;
 
 /** What programs/workload.mjs sees in a runtime where sluice works. */
 function expectedWork() {
@@ -56,7 +70,11 @@ function expectedWork() {
       },
     ]),
   );
-  return { algorithms, concurrency: { held: true, refused: false, released: true, again: true }, waitFor: { first: true, waited: true } };
+  return {
+    algorithms,
+    concurrency: { held: true, refused: false, released: true, again: true },
+    waitFor: { first: true, waited: true },
+  };
 }
 
 /**
@@ -69,7 +87,12 @@ const EXPECTED_HONO = {
   denial: {
     contentType: 'application/problem+json',
     retryAfter: true,
-    body: { type: 'https://iana.org/assignments/http-problem-types#quota-exceeded', title: 'Too Many Requests: the quota of this client is exceeded', status: 429, 'violated-policies': ['3-per-1h'] },
+    body: {
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      title: 'Too Many Requests: the quota of this client is exceeded',
+      status: 429,
+      'violated-policies': ['3-per-1h'],
+    },
   },
 };
 
@@ -119,7 +142,10 @@ interface ServedWorkers<Name extends string> {
  * loopback servers the test starts: workerd's default `internet` service reaches public addresses
  * only, so the config names its own.
  */
-async function serveWorkers<Name extends string>(sources: Record<Name, string>, bindings: Record<string, string>): Promise<ServedWorkers<Name>> {
+async function serveWorkers<Name extends string>(
+  sources: Record<Name, string>,
+  bindings: Record<string, string>,
+): Promise<ServedWorkers<Name>> {
   const names = Object.keys(sources) as Name[];
   const dir = await mkdtemp(join(tmpdir(), 'sluice-workerd-'));
   for (const name of names) {
@@ -137,10 +163,16 @@ async function serveWorkers<Name extends string>(sources: Record<Name, string>, 
     });
     const inputs = Object.keys(bundle.metafile.inputs).map((input) => relative(root, resolve(process.cwd(), input)));
     assert.ok(inputs.includes(join('dist', 'esm', 'index.js')), `${name}'s bundle holds the built package`);
-    assert.deepEqual(inputs.filter((input) => input.startsWith('src')), [], `and none of the sources`);
+    assert.deepEqual(
+      inputs.filter((input) => input.startsWith('src')),
+      [],
+      `and none of the sources`,
+    );
     await writeFile(join(dir, `${name}.js`), bundle.outputFiles[0]?.contents ?? '');
   }
-  const texts = Object.entries(bindings).map(([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`);
+  const texts = Object.entries(bindings).map(
+    ([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`,
+  );
   const worker = (name: Name) => `(
     modules = [(name = "worker", esModule = embed "${name}.js")],
     compatibilityDate = "2025-09-01",
@@ -159,11 +191,19 @@ const config :Workerd.Config = (
 `,
   );
   const ports = await Promise.all(names.map(() => freePort()));
-  const urls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`])) as Record<Name, string>;
-  const args = ['serve', join(dir, 'config.capnp'), ...names.flatMap((name, i) => ['--socket-addr', `${name}=127.0.0.1:${ports[i]}`])];
+  const urls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`])) as Record<
+    Name,
+    string
+  >;
+  const args = [
+    'serve',
+    join(dir, 'config.capnp'),
+    ...names.flatMap((name, i) => ['--socket-addr', `${name}=127.0.0.1:${ports[i]}`]),
+  ];
   const child = spawn(bin('.bin', 'workerd'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  for (const stream of [child.stdout, child.stderr])
+    stream?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const stop = async () => {
     await exited(child, 'SIGTERM');
     await rm(dir, { recursive: true, force: true });
@@ -205,7 +245,10 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
     direct = new Redis(redis.port, '127.0.0.1', { lazyConnect: true });
     const worker = await readFile(join(programs, 'worker.mjs'), 'utf8');
     const example = /```js\n([\s\S]*?)```/.exec(await readFile(join(root, 'docs', 'runtimes.md'), 'utf8'))?.[1] ?? '';
-    workers = await serveWorkers({ main: worker, twin: worker, example }, { UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: bridge.token });
+    workers = await serveWorkers(
+      { main: worker, twin: worker, example },
+      { UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: bridge.token },
+    );
   });
   after(async () => {
     await workers?.stop();
@@ -213,10 +256,14 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
     await bridge?.stop();
     await redis?.stop();
   });
-  const limited = (url: string) => (address: string) => fetch(`${url}/limited`, { headers: { 'cf-connecting-ip': address } });
+  const limited = (url: string) => (address: string) =>
+    fetch(`${url}/limited`, { headers: { 'cf-connecting-ip': address } });
 
   it('has no process and plain-number timers: sluice takes its non-Node paths (src/core/host.ts)', async () => {
-    assert.deepEqual(await (await fetch(`${workers.urls.main}/host`)).json(), { process: 'undefined', timer: 'number' });
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/host`)).json(), {
+      process: 'undefined',
+      timer: 'number',
+    });
   });
 
   it('does the same work with the memory store', async () => {
@@ -242,7 +289,7 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
     }
   });
 
-  it('shares a client\'s count between isolates over @upstash/redis; the memory store counts per isolate', async () => {
+  it("shares a client's count between isolates over @upstash/redis; the memory store counts per isolate", async () => {
     const statuses = async (url: string, address: string, times: number) => {
       const seen: number[] = [];
       for (let i = 0; i < times; i++) seen.push((await limited(url)(address)).status);
@@ -257,19 +304,36 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
   it('sends calls made in one turn as one script, by queueMicrotask where there is no process.nextTick', async () => {
     const scriptCalls = async () => {
       const stats = await direct.info('commandstats');
-      return ['evalsha', 'eval'].reduce((sum, name) => sum + Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0), 0);
+      return ['evalsha', 'eval'].reduce(
+        (sum, name) => sum + Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0),
+        0,
+      );
     };
     // The first batch may load its script (NOSCRIPT, then EVAL); the second runs it once.
-    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/first`)).json(), [true, true, true, false]);
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/first`)).json(), [
+      true,
+      true,
+      true,
+      false,
+    ]);
     const before = await scriptCalls();
-    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/second`)).json(), [true, true, true, false]);
+    assert.deepEqual(await (await fetch(`${workers.urls.main}/upstash/together/second`)).json(), [
+      true,
+      true,
+      true,
+      false,
+    ]);
     assert.equal((await scriptCalls()) - before, 1);
   });
 
   it('answers requests in flight together in one isolate over @upstash/redis, each client exactly', async () => {
     // Each request's calls go out from its own handler: none waits on another request's fetch().
     const addresses = Array.from({ length: 10 }, (_, i) => `192.0.2.${i}`);
-    const statuses = await Promise.all(addresses.map((address) => Promise.all([1, 2, 3, 4].map(async () => (await limited(`${workers.urls.main}/upstash`)(address)).status))));
+    const statuses = await Promise.all(
+      addresses.map((address) =>
+        Promise.all([1, 2, 3, 4].map(async () => (await limited(`${workers.urls.main}/upstash`)(address)).status)),
+      ),
+    );
     assert.deepEqual(
       statuses.map((seen) => seen.sort()),
       addresses.map(() => [200, 200, 200, 429]),
@@ -278,7 +342,8 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
 
   it('gives up on a REST endpoint that stops answering, though a Worker drops each timer with its request', async () => {
     // A call that waits on forever fails here rather than hanging the file.
-    const ask = async (way: string) => (await fetch(`${workers.urls.main}/upstash/deadline/${way}`, { signal: AbortSignal.timeout(20_000) })).json();
+    const ask = async (way: string) =>
+      (await fetch(`${workers.urls.main}/upstash/deadline/${way}`, { signal: AbortSignal.timeout(20_000) })).json();
     // A first call that answers, in a request that then ends: a timer it left armed would be gone.
     assert.deepEqual(await ask('module'), { allowed: true, reason: null });
     assert.deepEqual(await ask('client-signal'), { allowed: true, reason: null });
@@ -293,14 +358,16 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
 
   it("serves docs/runtimes.md's Worker: a Hono app over @upstash/redis", async () => {
     const statuses: number[] = [];
-    for (let i = 0; i < 11; i++) statuses.push((await fetch(workers.urls.example, { headers: { 'cf-connecting-ip': '203.0.113.9' } })).status);
+    for (let i = 0; i < 11; i++)
+      statuses.push((await fetch(workers.urls.example, { headers: { 'cf-connecting-ip': '203.0.113.9' } })).status);
     assert.deepEqual(statuses, [...Array<number>(10).fill(200), 429]);
   });
 
   it('warns on the console, having no process, when a hook throws', async () => {
     assert.equal(await (await fetch(`${workers.urls.main}/observed`)).json(), true);
     const warning = 'Warning [SLUICE_HOOK_FAILED]: an observe() hook threw: hook down';
-    for (let waited = 0; !workers.output().includes(warning) && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let waited = 0; !workers.output().includes(warning) && waited < 5_000; waited += 50)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     assert.ok(workers.output().includes(warning), workers.output());
   });
 });

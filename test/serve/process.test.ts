@@ -29,7 +29,11 @@ after(() => {
 
 /** Spawns `sluice serve` and resolves once it listens (or rejects with its stderr if it exits first). */
 async function startService(args: readonly string[]): Promise<Service> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   children.push(child);
   const stderr: string[] = [];
   const exited = once(child, 'exit').then(([code]) => code as number | null);
@@ -55,7 +59,11 @@ async function startService(args: readonly string[]): Promise<Service> {
 
 /** Runs `sluice serve` to its end: exit code and stderr lines. */
 async function runToExit(args: readonly string[]): Promise<{ code: number | null; stderr: string[] }> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   children.push(child);
   let text = '';
   child.stderr.on('data', (chunk: Buffer) => (text += chunk.toString()));
@@ -67,13 +75,21 @@ async function runToExit(args: readonly string[]): Promise<{ code: number | null
 // would not be counted. These tests are about exact counts, so they wait for Redis.
 const PATIENT = ['--timeout', '60s'];
 
-const ONE_RULE = (limit: number) => `domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`;
+const ONE_RULE = (limit: number) =>
+  `domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`;
 
 /** 1,000 concurrent calls on one descriptor, spread over the services; resolves with how many were admitted. */
 async function admittedOf(services: readonly Service[]): Promise<number> {
   const clients = services.map((s) => rlsClient(s.grpcPort));
   try {
-    const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => (clients[i % clients.length] ?? assert.fail()).shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })));
+    const answers = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) =>
+        (clients[i % clients.length] ?? assert.fail()).shouldRateLimit({
+          domain: 'edge',
+          descriptors: [descriptor(['k', 'v'])],
+        }),
+      ),
+    );
     return answers.filter((a) => a.overallCode === 'OK').length;
   } finally {
     clients.forEach((c) => c.close());
@@ -90,7 +106,11 @@ describe('sluice serve as a process', () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(300) });
     const prefix = uniquePrefix();
     try {
-      const services = await Promise.all([1, 2, 3].map(() => startService(['--config', config.dir, '--redis', harness.server.url, '--prefix', prefix, ...PATIENT])));
+      const services = await Promise.all(
+        [1, 2, 3].map(() =>
+          startService(['--config', config.dir, '--redis', harness.server.url, '--prefix', prefix, ...PATIENT]),
+        ),
+      );
       assert.equal(await admittedOf(services), 300);
       assert.deepEqual(await stopAll(services), [0, 0, 0]);
     } finally {
@@ -104,8 +124,16 @@ describe('sluice serve as a process', () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(300) });
     const prefix = uniquePrefix();
     try {
-      const services = await Promise.all([1, 2, 3].map(() => startService(['--config', config.dir, '--cluster', urls.join(','), '--prefix', prefix, ...PATIENT])));
-      assert.ok(services[0]?.stderr.some((line) => line.startsWith('sluice serve: counting in Redis Cluster redis://127.0.0.1:')));
+      const services = await Promise.all(
+        [1, 2, 3].map(() =>
+          startService(['--config', config.dir, '--cluster', urls.join(','), '--prefix', prefix, ...PATIENT]),
+        ),
+      );
+      assert.ok(
+        services[0]?.stderr.some((line) =>
+          line.startsWith('sluice serve: counting in Redis Cluster redis://127.0.0.1:'),
+        ),
+      );
       assert.equal(await admittedOf(services), 300);
       assert.deepEqual(await stopAll(services), [0, 0, 0]);
     } finally {
@@ -120,15 +148,30 @@ describe('sluice serve as a process', () => {
     const client = { grpc: undefined as ReturnType<typeof rlsClient> | undefined };
     try {
       // A timeout long enough that the held call is answered by Redis, not by the failure policy.
-      const service = await startService(['--config', config.dir, '--redis', `redis://127.0.0.1:${proxy.port}`, '--timeout', '60s']);
+      const service = await startService([
+        '--config',
+        config.dir,
+        '--redis',
+        `redis://127.0.0.1:${proxy.port}`,
+        '--timeout',
+        '60s',
+      ]);
       client.grpc = rlsClient(service.grpcPort);
-      assert.equal((await client.grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).overallCode, 'OK');
+      assert.equal(
+        (await client.grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).overallCode,
+        'OK',
+      );
       proxy.blackHole();
       const held = client.grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] });
-      const inFlight = async () => (await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text()).includes('sluice_serve_in_flight{transport="grpc"} 1\n');
+      const inFlight = async () =>
+        (await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text()).includes(
+          'sluice_serve_in_flight{transport="grpc"} 1\n',
+        );
       await waitFor('the call to be in flight', inFlight);
       service.child.kill('SIGTERM');
-      await waitFor('the service to stop taking calls', async () => service.stderr.some((line) => line.includes('SIGTERM: answering the calls in flight')));
+      await waitFor('the service to stop taking calls', async () =>
+        service.stderr.some((line) => line.includes('SIGTERM: answering the calls in flight')),
+      );
       proxy.heal();
       const answer = await held;
       assert.deepEqual([answer.overallCode, answer.statuses[0]?.limitRemaining], ['OK', 3]);
@@ -148,14 +191,25 @@ describe('sluice serve as a process', () => {
       const service = await startService(['--config', config.dir]);
       const rules = async () => (await fetch(`http://127.0.0.1:${service.httpPort}/rlconfig`)).text();
       const client = rlsClient(service.grpcPort);
-      const limitNow = async () => (await client.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).statuses[0]?.currentLimit?.requestsPerUnit;
+      const limitNow = async () =>
+        (await client.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).statuses[0]
+          ?.currentLimit?.requestsPerUnit;
       try {
         await config.write('rules.yaml', ONE_RULE(7));
         await waitFor('the change to be served', async () => (await rules()).includes('requests_per_unit=7'));
         assert.equal(await limitNow(), 7);
         await config.write('rules.yaml', ONE_RULE(7).replace('hour', 'fortnight'));
-        await waitFor('the bad change to be refused', async () => service.stderr.some((line) => line.includes('the change is refused')));
-        assert.ok(service.stderr.some((line) => /rules\.yaml at descriptors\[0\]\.rate_limit\.unit: .*; got "fortnight"; the change is refused and the previous config keeps serving$/.test(line)), service.stderr.join('\n'));
+        await waitFor('the bad change to be refused', async () =>
+          service.stderr.some((line) => line.includes('the change is refused')),
+        );
+        assert.ok(
+          service.stderr.some((line) =>
+            /rules\.yaml at descriptors\[0\]\.rate_limit\.unit: .*; got "fortnight"; the change is refused and the previous config keeps serving$/.test(
+              line,
+            ),
+          ),
+          service.stderr.join('\n'),
+        );
         assert.equal(await limitNow(), 7);
       } finally {
         client.close();
@@ -170,7 +224,14 @@ describe('sluice serve as a process', () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
     try {
       const service = await startService(['--config', config.dir]);
-      assert.ok(service.stderr.some((line) => line.startsWith("sluice serve: counting in this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only")), service.stderr.join('\n'));
+      assert.ok(
+        service.stderr.some((line) =>
+          line.startsWith(
+            "sluice serve: counting in this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only",
+          ),
+        ),
+        service.stderr.join('\n'),
+      );
       assert.deepEqual(await stopAll([service]), [0]);
     } finally {
       await config.remove();
@@ -178,11 +239,16 @@ describe('sluice serve as a process', () => {
   });
 
   it('refuses a bad config with one line naming the file, the path and the value, and exit code 2', async () => {
-    const config = await configDir({ 'rules.yaml': 'domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n' });
+    const config = await configDir({
+      'rules.yaml':
+        'domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n',
+    });
     try {
       const { code, stderr } = await runToExit(['--config', config.dir]);
       assert.equal(code, 2);
-      assert.deepEqual(stderr, [`sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "fortnight"`]);
+      assert.deepEqual(stderr, [
+        `sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "fortnight"`,
+      ]);
       assert.equal((await runToExit(['--config', `${config.dir}/missing.yaml`])).code, 2);
       assert.equal((await runToExit([])).code, 2);
     } finally {

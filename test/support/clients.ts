@@ -53,16 +53,25 @@ export const clientKinds: Record<string, (port: number, options?: ConnectOptions
   },
   'valkey-glide': async (port, { login, failFast } = {}) => {
     const config = glideConfig([{ host: '127.0.0.1', port }]);
-    const client = await GlideClient.createClient({ ...config, credentials: login, requestTimeout: failFast ? GLIDE_FAIL_FAST_MS : config.requestTimeout });
+    const client = await GlideClient.createClient({
+      ...config,
+      credentials: login,
+      requestTimeout: failFast ? GLIDE_FAIL_FAST_MS : config.requestTimeout,
+    });
     return { client, close: async () => client.close() };
   },
   '@upstash/redis': (port, { login } = {}) => connectOverRest(port, login, {}),
   // Each call an HTTP request of its own, whose refusals the client words otherwise.
-  '@upstash/redis (no auto-pipelining)': (port, { login } = {}) => connectOverRest(port, login, { enableAutoPipelining: false }),
+  '@upstash/redis (no auto-pipelining)': (port, { login } = {}) =>
+    connectOverRest(port, login, { enableAutoPipelining: false }),
 };
 
 function ioRedisOptions({ login, failFast }: ConnectOptions = {}) {
-  return { ...login, enableReadyCheck: false, ...(failFast ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null } : {}) };
+  return {
+    ...login,
+    enableReadyCheck: false,
+    ...(failFast ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null } : {}),
+  };
 }
 
 async function connectIoRedis(client: Redis | Valkey): Promise<Connected> {
@@ -72,7 +81,11 @@ async function connectIoRedis(client: Redis | Valkey): Promise<Connected> {
 }
 
 /** @upstash/redis through a bridge of its own, which fails at once whatever the options: a REST API answers each request. */
-async function connectOverRest(port: number, login: ConnectOptions['login'], options: Parameters<typeof connectUpstash>[1]): Promise<Connected> {
+async function connectOverRest(
+  port: number,
+  login: ConnectOptions['login'],
+  options: Parameters<typeof connectUpstash>[1],
+): Promise<Connected> {
   const bridge = await startUpstashBridge(port, login);
   return { client: connectUpstash(bridge, options), close: () => bridge.stop() };
 }

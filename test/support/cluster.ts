@@ -22,7 +22,16 @@ export interface RedisCluster {
 async function startNode(): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startRedisServer(['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()), '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0']);
+      return await startRedisServer([
+        '--cluster-enabled',
+        'yes',
+        '--cluster-port',
+        String(await freePort()),
+        '--cluster-node-timeout',
+        '2000',
+        '--repl-diskless-sync-delay',
+        '0',
+      ]);
     } catch (error) {
       if (attempt === 3) throw error;
     }
@@ -132,7 +141,14 @@ export function clusterSettled(nodes: readonly RedisServer[]): Promise<boolean> 
 export async function startRedisCluster(masters = 3): Promise<RedisCluster> {
   const nodes = await Promise.all(Array.from({ length: masters * 2 }, startNode));
   try {
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
+    await run('redis-cli', [
+      '--cluster',
+      'create',
+      ...nodes.map((n) => `127.0.0.1:${n.port}`),
+      '--cluster-replicas',
+      '1',
+      '--cluster-yes',
+    ]);
     await waitFor('every node is ok and every replica in sync', () => clusterSettled(nodes));
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));

@@ -17,7 +17,15 @@ const ioredis = nodeRedis ? undefined : new Redis(url);
 await (nodeRedis ? nodeRedis.connect() : ioredis?.ping());
 const store = redisStore((nodeRedis ?? ioredis) as RedisClient);
 // 'deny' turns a store failure into a visible shortfall in the count instead of an extra admission.
-const limiters = algorithms.map((a) => createLimiter({ store, policy: a.policy(Number(limit), Number(windowMs)), prefix, timeout: '30s', onStoreError: 'deny' }));
+const limiters = algorithms.map((a) =>
+  createLimiter({
+    store,
+    policy: a.policy(Number(limit), Number(windowMs)),
+    prefix,
+    timeout: '30s',
+    onStoreError: 'deny',
+  }),
+);
 
 process.stdout.write('ready\n');
 await once(process.stdin, 'data');

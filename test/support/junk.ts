@@ -19,15 +19,32 @@ export const junkKinds: readonly {
   { name: "'abc'", write: (redis, key) => redis.set(key, 'abc') },
   { name: "'1e300'", write: (redis, key) => redis.set(key, '1e300') },
   { name: '2^63', write: (redis, key) => redis.set(key, '9223372036854775808') },
-  { name: 'a hash with missing and garbage fields', write: (redis, key) => redis.hset(key, { s: 'abc', c: '-5', x: '1' }) },
+  {
+    name: 'a hash with missing and garbage fields',
+    write: (redis, key) => redis.hset(key, { s: 'abc', c: '-5', x: '1' }),
+  },
   {
     name: "a hash of this window's start with garbage counts",
-    write: (redis, key, nowMs, windowMs) => redis.hset(key, { s: String(nowMs - (nowMs % windowMs)), p: 'abc', c: '2.5' }),
+    write: (redis, key, nowMs, windowMs) =>
+      redis.hset(key, { s: String(nowMs - (nowMs % windowMs)), p: 'abc', c: '2.5' }),
   },
-  { name: 'a sorted set with garbage members and scores', write: (redis, key) => redis.zadd(key, '+inf', 'abc', '1.5', 'x', '-5', 'y') },
-  { name: 'a sorted set whose newest member is not an id', write: (redis, key, nowMs) => redis.zadd(key, String(nowMs), 'abc') },
-  { name: 'a sorted set whose newest score is a fraction', write: (redis, key, nowMs) => redis.zadd(key, String(nowMs + 0.5), '1') },
-  { name: 'a block ending more than a year ahead', roles: ['block'], write: (redis, key, nowMs) => redis.set(key, String(nowMs + 400 * 86_400_000)) },
+  {
+    name: 'a sorted set with garbage members and scores',
+    write: (redis, key) => redis.zadd(key, '+inf', 'abc', '1.5', 'x', '-5', 'y'),
+  },
+  {
+    name: 'a sorted set whose newest member is not an id',
+    write: (redis, key, nowMs) => redis.zadd(key, String(nowMs), 'abc'),
+  },
+  {
+    name: 'a sorted set whose newest score is a fraction',
+    write: (redis, key, nowMs) => redis.zadd(key, String(nowMs + 0.5), '1'),
+  },
+  {
+    name: 'a block ending more than a year ahead',
+    roles: ['block'],
+    write: (redis, key, nowMs) => redis.set(key, String(nowMs + 400 * 86_400_000)),
+  },
 ];
 
 /** The server's time in ms. */

@@ -25,7 +25,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     link.server.pipe(link.client);
   }
   function hold({ client, server }: { client: Socket; server: Socket }): void {
-    for (const [from, to] of [[client, server], [server, client]] as const) {
+    for (const [from, to] of [
+      [client, server],
+      [server, client],
+    ] as const) {
       from.unpipe(to);
       from.pause();
     }

@@ -54,7 +54,9 @@ export interface Harness {
  * their stores and clients are ready once `before` has run. `serverArgs` go to the standalone
  * server (e.g. WITHOUT_PEXPIRETIME), whose cases are then named `server` (default 'redis').
  */
-export function useRedis(options: { cluster?: boolean; serverArgs?: readonly string[]; server?: string } = {}): Harness {
+export function useRedis(
+  options: { cluster?: boolean; serverArgs?: readonly string[]; server?: string } = {},
+): Harness {
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
   let nodeRedis: ReturnType<typeof createClient> | undefined;
@@ -87,7 +89,9 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
       cluster = await startRedisCluster();
       ioCluster = new Cluster([...cluster.rootNodes]);
       await new Promise((resolve) => ioCluster?.once('ready', resolve));
-      nodeCluster = createCluster({ rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
+      nodeCluster = createCluster({
+        rootNodes: cluster.rootNodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })),
+      });
       await nodeCluster.connect();
       valkeyCluster = new ValkeyCluster([...cluster.rootNodes]);
       await new Promise((resolve) => valkeyCluster?.once('ready', resolve));
@@ -108,7 +112,11 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
     await server?.stop();
   });
   // Every node of the cluster runs on this machine's clock, like the standalone server.
-  const redisCase = (name: string, store: () => Store, raw: () => Redis | Cluster | undefined = () => redis): StoreCase => ({
+  const redisCase = (
+    name: string,
+    store: () => Store,
+    raw: () => Redis | Cluster | undefined = () => redis,
+  ): StoreCase => ({
     name,
     inRedis: true,
     store,
@@ -135,10 +143,26 @@ export function useRedis(options: { cluster?: boolean; serverArgs?: readonly str
       redisCase(`${options.server ?? 'redis'} (@upstash/redis over REST)`, () => redisStore(ready(upstash))),
       ...(options.cluster
         ? [
-            redisCase('redis cluster (ioredis)', () => redisStore(ready(ioCluster)), () => ioCluster),
-            redisCase('redis cluster (node-redis)', () => redisStore(ready(nodeCluster)), () => ioCluster),
-            redisCase('redis cluster (iovalkey)', () => redisStore(ready(valkeyCluster)), () => ioCluster),
-            redisCase('redis cluster (valkey-glide)', () => redisStore(ready(glideCluster)), () => ioCluster),
+            redisCase(
+              'redis cluster (ioredis)',
+              () => redisStore(ready(ioCluster)),
+              () => ioCluster,
+            ),
+            redisCase(
+              'redis cluster (node-redis)',
+              () => redisStore(ready(nodeCluster)),
+              () => ioCluster,
+            ),
+            redisCase(
+              'redis cluster (iovalkey)',
+              () => redisStore(ready(valkeyCluster)),
+              () => ioCluster,
+            ),
+            redisCase(
+              'redis cluster (valkey-glide)',
+              () => redisStore(ready(glideCluster)),
+              () => ioCluster,
+            ),
           ]
         : []),
     ],

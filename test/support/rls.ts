@@ -7,7 +7,12 @@ import { rateLimitService } from '../../src/serve/grpc.js';
 /** A RateLimitResponse as @grpc/proto-loader decodes it (camelCase, enums by name). */
 export interface WireResponse {
   overallCode: string;
-  statuses: { code: string; currentLimit?: { requestsPerUnit: number; unit: string; name?: string }; limitRemaining?: number; durationUntilReset?: { seconds: number; nanos: number } }[];
+  statuses: {
+    code: string;
+    currentLimit?: { requestsPerUnit: number; unit: string; name?: string };
+    limitRemaining?: number;
+    durationUntilReset?: { seconds: number; nanos: number };
+  }[];
   responseHeadersToAdd?: { key: string; value: string }[];
 }
 
@@ -23,7 +28,10 @@ export function rlsClient(port: number): RlsClient {
     ShouldRateLimit(request: object, callback: (error: grpc.ServiceError | null, response: WireResponse) => void): void;
   };
   return {
-    shouldRateLimit: (request) => new Promise((resolve, reject) => client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response)))),
+    shouldRateLimit: (request) =>
+      new Promise((resolve, reject) =>
+        client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response))),
+      ),
     close: () => client.close(),
   };
 }
@@ -34,7 +42,9 @@ export function descriptor(...pairs: [string, string][]): { entries: { key: stri
 }
 
 /** A temporary directory holding `files` (name to text); removed by the returned function. */
-export async function configDir(files: Record<string, string>): Promise<{ dir: string; write(name: string, text: string): Promise<void>; remove(): Promise<void> }> {
+export async function configDir(
+  files: Record<string, string>,
+): Promise<{ dir: string; write(name: string, text: string): Promise<void>; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-serve-'));
   const write = (name: string, text: string) => writeFile(join(dir, name), text);
   await Promise.all(Object.entries(files).map(([name, text]) => write(name, text)));

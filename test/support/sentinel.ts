@@ -21,7 +21,9 @@ export interface SentinelGroup {
 
 /** A reply of SENTINEL REPLICAS or SENTINELS (one flat list of names and values per server) as maps. */
 function described(reply: unknown): Map<string, string>[] {
-  return (reply as string[][]).map((flat) => new Map(flat.flatMap((value, i) => (i % 2 === 0 ? [[value, String(flat[i + 1])] as const] : []))));
+  return (reply as string[][]).map(
+    (flat) => new Map(flat.flatMap((value, i) => (i % 2 === 0 ? [[value, String(flat[i + 1])] as const] : []))),
+  );
 }
 
 interface View {
@@ -55,7 +57,13 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
   try {
     const master = await startRedisServer(['--repl-diskless-sync-delay', '0']);
     started.push(master);
-    const replica = await startRedisServer(['--repl-diskless-sync-delay', '0', '--replicaof', '127.0.0.1', String(master.port)]);
+    const replica = await startRedisServer([
+      '--repl-diskless-sync-delay',
+      '0',
+      '--replicaof',
+      '127.0.0.1',
+      String(master.port),
+    ]);
     started.push(replica);
     const sentinelArgs = [
       ...['--sentinel', 'monitor', MASTER_NAME, '127.0.0.1', String(master.port), '2'],

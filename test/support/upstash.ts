@@ -24,7 +24,11 @@ function encoded(reply: unknown, base64: boolean): unknown {
 }
 
 function isCommand(value: unknown): value is Command {
-  return Array.isArray(value) && value.length > 0 && value.every((part) => typeof part === 'string' || typeof part === 'number');
+  return (
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((part) => typeof part === 'string' || typeof part === 'number')
+  );
 }
 
 async function body(request: IncomingMessage): Promise<unknown> {
@@ -43,15 +47,26 @@ async function body(request: IncomingMessage): Promise<unknown> {
  * does by default. Nothing else of the API (path-style commands, /multi-exec, streams) is served:
  * sluice's store sends EVALSHA and EVAL alone, which @upstash/redis may pipeline.
  */
-export async function startUpstashBridge(redisPort: number, login?: { username: string; password: string }): Promise<UpstashBridge> {
+export async function startUpstashBridge(
+  redisPort: number,
+  login?: { username: string; password: string },
+): Promise<UpstashBridge> {
   const token = randomUUID();
   // A dead Redis fails each request at once, as a REST API answers rather than holds it. No ready
   // check: it asks INFO, which `login` may not be allowed.
-  const redis = new Redis(redisPort, '127.0.0.1', { ...login, maxRetriesPerRequest: 0, enableOfflineQueue: false, enableReadyCheck: false });
+  const redis = new Redis(redisPort, '127.0.0.1', {
+    ...login,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    enableReadyCheck: false,
+  });
   redis.on('error', () => undefined);
   await once(redis, 'ready');
 
-  async function run([name, ...args]: Command, base64: boolean): Promise<{ status: number; reply: { result: unknown } | { error: string } }> {
+  async function run(
+    [name, ...args]: Command,
+    base64: boolean,
+  ): Promise<{ status: number; reply: { result: unknown } | { error: string } }> {
     try {
       return { status: 200, reply: { result: encoded(await redis.callBuffer(name, ...args.map(String)), base64) } };
     } catch (error) {
@@ -60,7 +75,8 @@ export async function startUpstashBridge(redisPort: number, login?: { username: 
   }
 
   async function answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const reply = (status: number, json: unknown) => response.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(json));
+    const reply = (status: number, json: unknown) =>
+      response.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(json));
     if (request.headers.authorization !== `Bearer ${token}`) return void reply(401, { error: 'Unauthorized' });
     const base64 = request.headers['upstash-encoding'] === 'base64';
     const sent = await body(request);
@@ -71,7 +87,10 @@ export async function startUpstashBridge(redisPort: number, login?: { username: 
     if (request.method === 'POST' && request.url === '/pipeline' && Array.isArray(sent) && sent.every(isCommand)) {
       // One connection runs them in the order sent.
       const replies = await Promise.all(sent.map((command) => run(command, base64)));
-      return void reply(200, replies.map((r) => r.reply));
+      return void reply(
+        200,
+        replies.map((r) => r.reply),
+      );
     }
     reply(400, { error: `the bridge serves no ${request.method} ${request.url} with this body` });
   }
@@ -79,7 +98,9 @@ export async function startUpstashBridge(redisPort: number, login?: { username: 
   let held: ServerResponse[] | undefined;
   const server = createServer((request, response) => {
     if (held) return void held.push(response);
-    answer(request, response).catch((error: unknown) => response.writeHead(400).end(JSON.stringify({ error: String(error) })));
+    answer(request, response).catch((error: unknown) =>
+      response.writeHead(400).end(JSON.stringify({ error: String(error) })),
+    );
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

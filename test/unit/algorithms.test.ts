@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { concurrency, createLimiter, fixedWindow, gcra, memoryStore, rateLimitHeaders, slidingLog, slidingWindow, tokenBucket, type Policy } from '../../src/index.js';
+import {
+  concurrency,
+  createLimiter,
+  fixedWindow,
+  gcra,
+  memoryStore,
+  rateLimitHeaders,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  type Policy,
+} from '../../src/index.js';
 import { numbers } from '../support/algorithms.js';
 
 /** A limiter on the memory store with a clock the test moves by hand. */
@@ -13,14 +24,32 @@ function withClock(policy: Policy, start = 1_000_000) {
 describe('fixedWindow twin', () => {
   it('aligns windows to the clock and reports the exact time to the window end', async () => {
     const { clock, limiter } = withClock(fixedWindow({ limit: 2, window: '1s' }), 10_250);
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: true, limit: 2, remaining: 1, resetAfterMs: 750, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: true,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 750,
+      retryAfterMs: 0,
+    });
     clock.now = 10_900;
     assert.equal((await limiter.limit('k')).remaining, 0);
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: false, limit: 2, remaining: 0, resetAfterMs: 100, retryAfterMs: 100 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: false,
+      limit: 2,
+      remaining: 0,
+      resetAfterMs: 100,
+      retryAfterMs: 100,
+    });
     clock.now = 10_999;
     assert.equal((await limiter.limit('k')).allowed, false);
     clock.now = 11_000;
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: true, limit: 2, remaining: 1, resetAfterMs: 1000, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: true,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 1000,
+      retryAfterMs: 0,
+    });
   });
 
   it('does not count denied requests', async () => {
@@ -79,7 +108,13 @@ describe('slidingLog twin', () => {
   it('keeps entries of one millisecond apart and counts each', async () => {
     const { limiter } = withClock(slidingLog({ limit: 1000, window: '1m' }));
     for (let i = 0; i < 999; i++) await limiter.limit('k');
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: true, limit: 1000, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: true,
+      limit: 1000,
+      remaining: 0,
+      resetAfterMs: 60_000,
+      retryAfterMs: 0,
+    });
     assert.equal((await limiter.limit('k')).allowed, false);
   });
 });
@@ -87,15 +122,33 @@ describe('slidingLog twin', () => {
 describe('tokenBucket twin', () => {
   it('refills continuously, keeps fractions, and reports exact waits', async () => {
     const { clock, limiter } = withClock(tokenBucket({ capacity: 4, refillPerSecond: 2 }), 0);
-    assert.deepEqual(numbers(await limiter.limit('k', { cost: 4 })), { allowed: true, limit: 4, remaining: 0, resetAfterMs: 2000, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 4 })), {
+      allowed: true,
+      limit: 4,
+      remaining: 0,
+      resetAfterMs: 2000,
+      retryAfterMs: 0,
+    });
     clock.now = 250; // 0.5 tokens
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: false, limit: 4, remaining: 0, resetAfterMs: 1750, retryAfterMs: 250 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: false,
+      limit: 4,
+      remaining: 0,
+      resetAfterMs: 1750,
+      retryAfterMs: 250,
+    });
     clock.now = 499;
     assert.equal((await limiter.limit('k')).allowed, false);
     clock.now = 500; // exactly 1 token
     assert.equal((await limiter.limit('k')).allowed, true);
     clock.now = 1750; // 2.5 tokens: remaining is a whole number
-    assert.deepEqual(numbers(await limiter.peek('k')), { allowed: true, limit: 4, remaining: 2, resetAfterMs: 750, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.peek('k')), {
+      allowed: true,
+      limit: 4,
+      remaining: 2,
+      resetAfterMs: 750,
+      retryAfterMs: 0,
+    });
   });
 
   it('never holds more than its capacity', async () => {
@@ -110,7 +163,13 @@ describe('gcra twin', () => {
   it('admits the burst at once, then one request per interval, exactly', async () => {
     const { clock, limiter } = withClock(gcra({ limit: 5, period: '1s' }), 0);
     for (let i = 0; i < 5; i++) assert.equal((await limiter.limit('k')).allowed, true);
-    assert.deepEqual(numbers(await limiter.limit('k')), { allowed: false, limit: 5, remaining: 0, resetAfterMs: 1000, retryAfterMs: 200 });
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: false,
+      limit: 5,
+      remaining: 0,
+      resetAfterMs: 1000,
+      retryAfterMs: 200,
+    });
     clock.now = 199; // the demo's bursts 200 ms apart: one ms short, nothing
     assert.equal((await limiter.limit('k')).allowed, false);
     clock.now = 200; // on the dot: the one request the interval earned
@@ -120,10 +179,22 @@ describe('gcra twin', () => {
 
   it('keeps a burst apart from the rate, and cost is all or nothing', async () => {
     const { clock, limiter } = withClock(gcra({ limit: 10, period: '1s', burst: 2 }), 0);
-    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: true, limit: 2, remaining: 0, resetAfterMs: 200, retryAfterMs: 0 });
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), {
+      allowed: true,
+      limit: 2,
+      remaining: 0,
+      resetAfterMs: 200,
+      retryAfterMs: 0,
+    });
     clock.now = 150;
     // one interval (100 ms) has passed: one request fits now, two only at 200
-    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), { allowed: false, limit: 2, remaining: 1, resetAfterMs: 50, retryAfterMs: 50 });
+    assert.deepEqual(numbers(await limiter.limit('k', { cost: 2 })), {
+      allowed: false,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 50,
+      retryAfterMs: 50,
+    });
     clock.now = 199;
     assert.equal((await limiter.limit('k', { cost: 2 })).allowed, false);
     clock.now = 200;
@@ -230,7 +301,10 @@ describe('memoryStore', () => {
 
   it('keeps limiting a client whose own state outnumbers maxKeys', async () => {
     const store = memoryStore({ maxKeys: 1 });
-    const limiter = createLimiter({ store, policy: [fixedWindow({ limit: 1, window: '1h' }), fixedWindow({ limit: 1, window: '1h', name: 'b' })] });
+    const limiter = createLimiter({
+      store,
+      policy: [fixedWindow({ limit: 1, window: '1h' }), fixedWindow({ limit: 1, window: '1h', name: 'b' })],
+    });
     const allowed = [];
     for (let i = 0; i < 3; i++) allowed.push((await limiter.limit('k')).allowed);
     assert.deepEqual(allowed, [true, false, false]);
@@ -249,7 +323,12 @@ describe('memoryStore', () => {
     await limiter.peek('k');
     assert.equal(calls, 2);
     const failing = { ...inner, run: () => Promise.reject(new Error('down')) };
-    const denying = createLimiter({ store: failing, policy: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'deny', hooks: { storeError: () => undefined } });
+    const denying = createLimiter({
+      store: failing,
+      policy: fixedWindow({ limit: 5, window: '1h' }),
+      onStoreError: 'deny',
+      hooks: { storeError: () => undefined },
+    });
     const decision = await denying.limit('k');
     assert.equal(decision.allowed, false);
     assert.equal(decision.reason, 'store-error');

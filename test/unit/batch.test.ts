@@ -26,7 +26,10 @@ describe('batch layout', () => {
   it('hands each request its reply or its error, and fails the rest past a malformed part', () => {
     const requests = [request([], []), request([], []), request([], []), request([], [])];
     settle(requests.slice(0, 3), [2, 10, 20, -1, 'WRONGTYPE x', 1, 7], (message) => new Error(message));
-    assert.deepEqual(requests.slice(0, 3).map((r) => r.outcome), [[10, 20], 'WRONGTYPE x', [7]]);
+    assert.deepEqual(
+      requests.slice(0, 3).map((r) => r.outcome),
+      [[10, 20], 'WRONGTYPE x', [7]],
+    );
     settle(requests.slice(2), [1, 9, 'junk'], (message) => new Error(message));
     assert.deepEqual(requests[2]?.outcome, [9]);
     assert.match(String(requests[3]?.outcome), /the batch script replied \[1,9,"junk"\]/);

@@ -5,7 +5,17 @@ import { createLimiter, fixedWindow, memoryStore, type PolicyDecision } from '..
 
 /** A policy's part in a decision; `retryAfterMs` > 0 means it denied. */
 function part(name: string, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision {
-  return { name, algorithm: 'fixed-window', counts: 'requests', limit: 10, windowMs: 60_000, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
+  return {
+    name,
+    algorithm: 'fixed-window',
+    counts: 'requests',
+    limit: 10,
+    windowMs: 60_000,
+    allowed: retryAfterMs === 0,
+    remaining,
+    resetAfterMs,
+    retryAfterMs,
+  };
 }
 
 describe('bindingPolicy', () => {
@@ -28,14 +38,23 @@ describe('bindingPolicy', () => {
     const clock = { now: 1_800_000_000_000 };
     const limiter = createLimiter({
       store: memoryStore({ now: () => clock.now }),
-      policy: [fixedWindow({ limit: 2, window: '1s', name: 'per-second' }), fixedWindow({ limit: 5, window: '1h', name: 'per-hour' })],
+      policy: [
+        fixedWindow({ limit: 2, window: '1s', name: 'per-second' }),
+        fixedWindow({ limit: 5, window: '1h', name: 'per-hour' }),
+      ],
     });
     await limiter.limit('k', { cost: 2 });
     clock.now += 1_000;
     await limiter.limit('k', { cost: 2 });
     const denied = await limiter.limit('k', { cost: 2 });
     assert.deepEqual(
-      { allowed: denied.allowed, limit: denied.limit, remaining: denied.remaining, resetAfterMs: denied.resetAfterMs, retryAfterMs: denied.retryAfterMs },
+      {
+        allowed: denied.allowed,
+        limit: denied.limit,
+        remaining: denied.remaining,
+        resetAfterMs: denied.resetAfterMs,
+        retryAfterMs: denied.retryAfterMs,
+      },
       { allowed: false, limit: 5, remaining: 1, resetAfterMs: 3_599_000, retryAfterMs: 3_599_000 },
     );
   });

@@ -17,7 +17,12 @@ describe('parseAddress', () => {
   it('writes IPv6 in one spelling, and IPv4-mapped IPv6 in any spelling as IPv4', () => {
     assert.equal(parseAddress('2001:DB8:0:0:0:0:0:1'), '2001:db8::1');
     assert.equal(parseAddress('2001:db8:0000::0001'), '2001:db8::1');
-    for (const mapped of ['0:0:0:0:0:ffff:203.0.113.8', '::ffff:cb00:7108', '0000:0000:0000:0000:0000:FFFF:CB00:7108', '[::ffff:cb00:7108]:80']) {
+    for (const mapped of [
+      '0:0:0:0:0:ffff:203.0.113.8',
+      '::ffff:cb00:7108',
+      '0000:0000:0000:0000:0000:FFFF:CB00:7108',
+      '[::ffff:cb00:7108]:80',
+    ]) {
       assert.equal(parseAddress(mapped), '203.0.113.8', mapped);
     }
     assert.equal(parseAddress('::1'), '::1');
@@ -25,7 +30,8 @@ describe('parseAddress', () => {
   });
 
   it('knows no address in what is not one', () => {
-    for (const raw of ['unknown', '_hidden', '', '1.2.3', '203.0.113.7, 1.1.1.1', 'example.com']) assert.equal(parseAddress(raw), undefined, raw);
+    for (const raw of ['unknown', '_hidden', '', '1.2.3', '203.0.113.7, 1.1.1.1', 'example.com'])
+      assert.equal(parseAddress(raw), undefined, raw);
   });
 });
 
@@ -46,11 +52,15 @@ describe('addressKey', () => {
 });
 
 describe('findClientAddress', () => {
-  const trusting = (trustedProxies: number, proxyHeader: 'x-forwarded-for' | 'forwarded' = 'x-forwarded-for') => clientAddressConfig({ trustedProxies, proxyHeader });
+  const trusting = (trustedProxies: number, proxyHeader: 'x-forwarded-for' | 'forwarded' = 'x-forwarded-for') =>
+    clientAddressConfig({ trustedProxies, proxyHeader });
 
   it('uses the socket alone when no proxy is trusted, and flags a proxy header', () => {
     assert.deepEqual(findClientAddress(trusting(0), '::ffff:127.0.0.1', undefined), { address: '127.0.0.1' });
-    assert.deepEqual(findClientAddress(trusting(0), '127.0.0.1', '198.51.100.1'), { address: '127.0.0.1', problem: 'proxy-header-ignored' });
+    assert.deepEqual(findClientAddress(trusting(0), '127.0.0.1', '198.51.100.1'), {
+      address: '127.0.0.1',
+      problem: 'proxy-header-ignored',
+    });
   });
 
   it('takes the address as many hops from the right as there are trusted proxies', () => {
@@ -58,13 +68,21 @@ describe('findClientAddress', () => {
     assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', chain), { address: '192.0.2.1' });
     assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', chain), { address: '203.0.113.9' });
     assert.deepEqual(findClientAddress(trusting(3), '10.0.0.2', chain), { address: '198.51.100.1' });
-    assert.deepEqual(findClientAddress(trusting(4), '10.0.0.2', chain), { address: '198.51.100.1', problem: 'proxy-chain-short' });
-    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', undefined), { address: '10.0.0.2', problem: 'proxy-chain-short' });
+    assert.deepEqual(findClientAddress(trusting(4), '10.0.0.2', chain), {
+      address: '198.51.100.1',
+      problem: 'proxy-chain-short',
+    });
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', undefined), {
+      address: '10.0.0.2',
+      problem: 'proxy-chain-short',
+    });
   });
 
   it('reads the for= of each Forwarded element', () => {
     const forwarded = 'for=198.51.100.1;proto=http, by=10.0.0.1, for="[2001:db8:cafe::17]:4711"';
-    assert.deepEqual(findClientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), { address: '2001:db8:cafe::17' });
+    assert.deepEqual(findClientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), {
+      address: '2001:db8:cafe::17',
+    });
     assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: undefined });
     assert.deepEqual(findClientAddress(trusting(3, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
   });
@@ -86,11 +104,21 @@ describe('clientAddressConfig', () => {
   });
 
   it("defers to the framework's proxy setting only where the adapter has one", () => {
-    assert.throws(() => clientAddressConfig({ trustedProxies: 'framework' }), (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies');
+    assert.throws(
+      () => clientAddressConfig({ trustedProxies: 'framework' }),
+      (error: unknown) => error instanceof InvalidOptionError && error.option === 'trustedProxies',
+    );
     const deferring = clientAddressConfig({ trustedProxies: 'framework' }, "Express's `trust proxy`");
-    assert.deepEqual(findClientAddress(deferring, '10.0.0.2', undefined, '::ffff:203.0.113.9'), { address: '203.0.113.9' });
+    assert.deepEqual(findClientAddress(deferring, '10.0.0.2', undefined, '::ffff:203.0.113.9'), {
+      address: '203.0.113.9',
+    });
     assert.deepEqual(findClientAddress(deferring, '10.0.0.2', undefined, undefined), { address: undefined });
-    assert.throws(() => clientAddressConfig({ trustedProxies: true as never }, "Express's `trust proxy`"), (error: unknown) => error instanceof InvalidOptionError && error.message.includes('or "framework" to defer to Express\'s `trust proxy`'));
+    assert.throws(
+      () => clientAddressConfig({ trustedProxies: true as never }, "Express's `trust proxy`"),
+      (error: unknown) =>
+        error instanceof InvalidOptionError &&
+        error.message.includes('or "framework" to defer to Express\'s `trust proxy`'),
+    );
   });
 
   it('refuses to trust every proxy, and other bad values, naming the option', () => {
@@ -104,7 +132,11 @@ describe('clientAddressConfig', () => {
       ['ipv6Subnet', { ipv6Subnet: 129 }],
     ];
     for (const [option, options] of bad) {
-      assert.throws(() => clientAddressConfig(options), (error: unknown) => error instanceof InvalidOptionError && error.option === option, JSON.stringify(options));
+      assert.throws(
+        () => clientAddressConfig(options),
+        (error: unknown) => error instanceof InvalidOptionError && error.option === option,
+        JSON.stringify(options),
+      );
     }
   });
 });

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createLimiter, InvalidOptionError, memoryStore, type Decision, type Limiter, type Store } from '../../src/index.js';
+import {
+  createLimiter,
+  InvalidOptionError,
+  memoryStore,
+  type Decision,
+  type Limiter,
+  type Store,
+} from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 
 /** A memory store on a fake clock that counts the steps it runs. */

@@ -67,9 +67,28 @@ describe('failure policy', () => {
     assert.equal((await limiter.limit('k', { cost: 5 })).remaining, 0);
     control.mode = 'fail';
     const open = await limiter.limit('k');
-    assert.deepEqual({ ...open, error: undefined, policies: undefined }, { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0, reason: 'store-error', error: undefined, policies: undefined });
-    assert.deepEqual(open.policies.map((p) => [p.name, p.allowed, p.remaining]), [['5-per-1h', true, 5]]);
-    assert.ok(open.error instanceof StoreError && open.error.code === 'SLUICE_STORE_ERROR' && open.error.message.includes('ECONNREFUSED'));
+    assert.deepEqual(
+      { ...open, error: undefined, policies: undefined },
+      {
+        allowed: true,
+        limit: 5,
+        remaining: 5,
+        resetAfterMs: 0,
+        retryAfterMs: 0,
+        reason: 'store-error',
+        error: undefined,
+        policies: undefined,
+      },
+    );
+    assert.deepEqual(
+      open.policies.map((p) => [p.name, p.allowed, p.remaining]),
+      [['5-per-1h', true, 5]],
+    );
+    assert.ok(
+      open.error instanceof StoreError &&
+        open.error.code === 'SLUICE_STORE_ERROR' &&
+        open.error.message.includes('ECONNREFUSED'),
+    );
     control.mode = 'throw';
     assert.equal((await limiter.peek('k')).reason, 'store-error');
     assert.deepEqual(
@@ -81,7 +100,17 @@ describe('failure policy', () => {
     );
     control.mode = 'up';
     const back = await limiter.limit('k');
-    assert.deepEqual({ ...back, policies: undefined }, { allowed: false, limit: 5, remaining: 0, resetAfterMs: back.resetAfterMs, retryAfterMs: back.retryAfterMs, policies: undefined });
+    assert.deepEqual(
+      { ...back, policies: undefined },
+      {
+        allowed: false,
+        limit: 5,
+        remaining: 0,
+        resetAfterMs: back.resetAfterMs,
+        retryAfterMs: back.retryAfterMs,
+        policies: undefined,
+      },
+    );
     assert.equal(recoveries.length, 1);
     assert.equal(recoveries[0]?.failures, 2);
     await limiter.limit('k');
@@ -94,7 +123,16 @@ describe('failure policy', () => {
     const closed = await limiter.limit('k');
     assert.deepEqual(
       { ...closed, error: undefined, policies: undefined },
-      { allowed: false, limit: 5, remaining: 0, resetAfterMs: DENY_RETRY_AFTER_MS, retryAfterMs: DENY_RETRY_AFTER_MS, reason: 'store-error', error: undefined, policies: undefined },
+      {
+        allowed: false,
+        limit: 5,
+        remaining: 0,
+        resetAfterMs: DENY_RETRY_AFTER_MS,
+        retryAfterMs: DENY_RETRY_AFTER_MS,
+        reason: 'store-error',
+        error: undefined,
+        policies: undefined,
+      },
     );
   });
 
@@ -103,7 +141,12 @@ describe('failure policy', () => {
     const { limiter, control } = limiterWith({ onStoreError: fallback });
     await limiter.limit('k');
     control.mode = 'fail';
-    const during = [await limiter.limit('k'), await limiter.limit('k'), await limiter.limit('k'), await limiter.peek('k')];
+    const during = [
+      await limiter.limit('k'),
+      await limiter.limit('k'),
+      await limiter.limit('k'),
+      await limiter.peek('k'),
+    ];
     assert.deepEqual(
       during.map((d) => [d.allowed, d.limit, d.remaining, d.reason]),
       [
@@ -163,7 +206,10 @@ describe('failure policy', () => {
       await limiter.limit('k');
     });
     assert.equal(warnings.length, 2);
-    assert.match(warnings[0]?.message ?? '', /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/);
+    assert.match(
+      warnings[0]?.message ?? '',
+      /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/,
+    );
   });
 
   it('rejects bad failure options at construction', () => {

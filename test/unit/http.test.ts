@@ -4,12 +4,42 @@ import { STATUS_CODES } from 'node:http';
 import { describe, it } from 'node:test';
 import { rateLimitProblem } from '../../src/http/problem.js';
 import { hostileKeys } from '../support/hostile-keys.js';
-import { draft6Headers, draft7Headers, goDuration, legacyHeaders, moreQuotaAfterMs, validHeaderMode } from '../../src/http/headers.js';
-import { InvalidOptionError, rateLimitHeaders, rateLimitResponse, type Decision, type PolicyDecision } from '../../src/index.js';
+import {
+  draft6Headers,
+  draft7Headers,
+  goDuration,
+  legacyHeaders,
+  moreQuotaAfterMs,
+  validHeaderMode,
+} from '../../src/http/headers.js';
+import {
+  InvalidOptionError,
+  rateLimitHeaders,
+  rateLimitResponse,
+  type Decision,
+  type PolicyDecision,
+} from '../../src/index.js';
 
 /** A policy's part of a decision; `retryAfterMs` > 0 means it denied. */
-function part(name: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision {
-  return { name, algorithm: 'fixed-window', counts: 'requests', limit, windowMs, allowed: retryAfterMs === 0, remaining, resetAfterMs, retryAfterMs };
+function part(
+  name: string,
+  limit: number,
+  windowMs: number,
+  remaining: number,
+  resetAfterMs: number,
+  retryAfterMs = 0,
+): PolicyDecision {
+  return {
+    name,
+    algorithm: 'fixed-window',
+    counts: 'requests',
+    limit,
+    windowMs,
+    allowed: retryAfterMs === 0,
+    remaining,
+    resetAfterMs,
+    retryAfterMs,
+  };
 }
 
 /** A decision over its policies, the way the limiter builds one: denied if any denies, for the longest wait. */
@@ -17,7 +47,14 @@ function decision(...policies: PolicyDecision[]): Decision {
   const [first] = policies;
   if (!first) throw new Error('a decision has a policy');
   const retryAfterMs = Math.max(...policies.map((p) => p.retryAfterMs));
-  return { allowed: retryAfterMs === 0, limit: first.limit, remaining: first.remaining, resetAfterMs: first.resetAfterMs, retryAfterMs, policies };
+  return {
+    allowed: retryAfterMs === 0,
+    limit: first.limit,
+    remaining: first.remaining,
+    resetAfterMs: first.resetAfterMs,
+    retryAfterMs,
+    policies,
+  };
 }
 
 describe('rateLimitResponse', () => {
@@ -39,7 +76,13 @@ describe('rateLimitResponse', () => {
   });
 
   it('sends no Retry-After in shadow mode, where the request passes', () => {
-    const shadowed: Decision = { ...decision(part('burst', 100, 60_000, 0, 5_000, 5_000)), allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: true };
+    const shadowed: Decision = {
+      ...decision(part('burst', 100, 60_000, 0, 5_000, 5_000)),
+      allowed: true,
+      retryAfterMs: 0,
+      shadow: true,
+      shadowDenied: true,
+    };
     assert.equal(rateLimitResponse(shadowed).headers['Retry-After'], undefined);
   });
 });
@@ -55,7 +98,14 @@ describe('the problem body of a denial', () => {
 });
 
 describe("draft-11's t: the wait for more quota", () => {
-  const of = (algorithm: string, limit: number, windowMs: number, remaining: number, resetAfterMs: number, retryAfterMs = 0): PolicyDecision => ({
+  const of = (
+    algorithm: string,
+    limit: number,
+    windowMs: number,
+    remaining: number,
+    resetAfterMs: number,
+    retryAfterMs = 0,
+  ): PolicyDecision => ({
     ...part('p', limit, windowMs, remaining, resetAfterMs, retryAfterMs),
     algorithm,
   });
@@ -80,13 +130,18 @@ describe("draft-11's t: the wait for more quota", () => {
 });
 
 describe('header modes', () => {
-  const burst = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('burst', 10, 1_000, remaining, resetAfterMs, retryAfterMs);
-  const daily = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('daily', 1000, 86_400_000, remaining, resetAfterMs, retryAfterMs);
+  const burst = (remaining: number, resetAfterMs: number, retryAfterMs = 0) =>
+    part('burst', 10, 1_000, remaining, resetAfterMs, retryAfterMs);
+  const daily = (remaining: number, resetAfterMs: number, retryAfterMs = 0) =>
+    part('daily', 1000, 86_400_000, remaining, resetAfterMs, retryAfterMs);
 
   it("draft-8's partition key is the first 12 bytes of the key's SHA-256, in base64", () => {
     for (const key of ['127.0.0.1', '2001:db8::/56', ...hostileKeys]) {
       const pk = createHash('sha256').update(key).digest().subarray(0, 12).toString('base64');
-      assert.equal(rateLimitHeaders(decision(burst(9, 400)), 'draft-8', 0, key)['RateLimit-Policy'], `"burst";q=10;w=1;pk=:${pk}:`);
+      assert.equal(
+        rateLimitHeaders(decision(burst(9, 400)), 'draft-8', 0, key)['RateLimit-Policy'],
+        `"burst";q=10;w=1;pk=:${pk}:`,
+      );
     }
   });
 
@@ -124,30 +179,66 @@ describe('header modes', () => {
 
   describe('budgets in several units', () => {
     const inUnit = (p: PolicyDecision, counts: string): PolicyDecision => ({ ...p, counts });
-    const requests = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => part('requests', 60, 60_000, remaining, resetAfterMs, retryAfterMs);
-    const tokens = (remaining: number, resetAfterMs: number, retryAfterMs = 0) => inUnit(part('tokens', 100_000, 60_000, remaining, resetAfterMs, retryAfterMs), 'tokens');
-    const daily = (remaining: number, resetAfterMs: number) => inUnit(part('tokens-daily', 5_000_000, 86_400_000, remaining, resetAfterMs), 'tokens');
+    const requests = (remaining: number, resetAfterMs: number, retryAfterMs = 0) =>
+      part('requests', 60, 60_000, remaining, resetAfterMs, retryAfterMs);
+    const tokens = (remaining: number, resetAfterMs: number, retryAfterMs = 0) =>
+      inUnit(part('tokens', 100_000, 60_000, remaining, resetAfterMs, retryAfterMs), 'tokens');
+    const daily = (remaining: number, resetAfterMs: number) =>
+      inUnit(part('tokens-daily', 5_000_000, 86_400_000, remaining, resetAfterMs), 'tokens');
 
     it('draft-11 and draft-8 give each policy its quota unit (qu) unless it counts requests', () => {
-      assert.equal(rateLimitHeaders(decision(requests(59, 1_000), tokens(98_470, 60_000)))['RateLimit-Policy'], '"requests";q=60;w=60, "tokens";q=100000;qu="tokens";w=60');
-      assert.equal(rateLimitHeaders(decision(tokens(98_470, 60_000)), 'draft-8')['RateLimit-Policy'], '"tokens";q=100000;qu="tokens";w=60');
+      assert.equal(
+        rateLimitHeaders(decision(requests(59, 1_000), tokens(98_470, 60_000)))['RateLimit-Policy'],
+        '"requests";q=60;w=60, "tokens";q=100000;qu="tokens";w=60',
+      );
+      assert.equal(
+        rateLimitHeaders(decision(tokens(98_470, 60_000)), 'draft-8')['RateLimit-Policy'],
+        '"tokens";q=100000;qu="tokens";w=60',
+      );
     });
 
     it("'openai' sends each unit's limit, remaining and reset, from the unit's binding policy, as OpenAI does", () => {
-      assert.deepEqual(rateLimitHeaders(decision(requests(59, 1_000), tokens(98_470, 360_000), daily(4_998_470, 86_400_000)), 'openai'), {
-        'x-ratelimit-limit-requests': '60',
-        'x-ratelimit-remaining-requests': '59',
-        'x-ratelimit-reset-requests': '1s',
-        'x-ratelimit-limit-tokens': '100000',
-        'x-ratelimit-remaining-tokens': '98470',
-        'x-ratelimit-reset-tokens': '6m0s',
-      });
-      const denied = rateLimitHeaders(decision(requests(59, 1_000), tokens(0, 1_500, 1_500), daily(4_998_470, 86_400_000)), 'openai');
-      assert.deepEqual([denied['x-ratelimit-remaining-tokens'], denied['x-ratelimit-reset-tokens'], denied['retry-after-ms'], denied['Retry-After']], ['0', '1.5s', '1500', '2']);
+      assert.deepEqual(
+        rateLimitHeaders(
+          decision(requests(59, 1_000), tokens(98_470, 360_000), daily(4_998_470, 86_400_000)),
+          'openai',
+        ),
+        {
+          'x-ratelimit-limit-requests': '60',
+          'x-ratelimit-remaining-requests': '59',
+          'x-ratelimit-reset-requests': '1s',
+          'x-ratelimit-limit-tokens': '100000',
+          'x-ratelimit-remaining-tokens': '98470',
+          'x-ratelimit-reset-tokens': '6m0s',
+        },
+      );
+      const denied = rateLimitHeaders(
+        decision(requests(59, 1_000), tokens(0, 1_500, 1_500), daily(4_998_470, 86_400_000)),
+        'openai',
+      );
+      assert.deepEqual(
+        [
+          denied['x-ratelimit-remaining-tokens'],
+          denied['x-ratelimit-reset-tokens'],
+          denied['retry-after-ms'],
+          denied['Retry-After'],
+        ],
+        ['0', '1.5s', '1500', '2'],
+      );
     });
 
     it("writes durations in Go's form", () => {
-      assert.deepEqual([0, 20, 999, 1000, 1500, 60_000, 61_250, 3_600_000, 3_723_000].map(goDuration), ['0s', '20ms', '999ms', '1s', '1.5s', '1m0s', '1m1.25s', '1h0m0s', '1h2m3s']);
+      assert.deepEqual([0, 20, 999, 1000, 1500, 60_000, 61_250, 3_600_000, 3_723_000].map(goDuration), [
+        '0s',
+        '20ms',
+        '999ms',
+        '1s',
+        '1.5s',
+        '1m0s',
+        '1m1.25s',
+        '1h0m0s',
+        '1h2m3s',
+      ]);
     });
   });
 
@@ -157,7 +248,10 @@ describe('header modes', () => {
   });
 
   it('rejects an unknown mode, naming the option', () => {
-    assert.throws(() => validHeaderMode('draft-9'), (error: unknown) => error instanceof InvalidOptionError && error.option === 'headers');
+    assert.throws(
+      () => validHeaderMode('draft-9'),
+      (error: unknown) => error instanceof InvalidOptionError && error.option === 'headers',
+    );
     assert.throws(() => validHeaderMode(true), InvalidOptionError);
     assert.equal(validHeaderMode(undefined), 'draft-11');
   });

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_RAW_KEY_BYTES, aclKeyPattern, callKeys, clientId, partName, splitKey, storageKey } from '../../src/core/keys.js';
+import {
+  MAX_RAW_KEY_BYTES,
+  aclKeyPattern,
+  callKeys,
+  clientId,
+  partName,
+  splitKey,
+  storageKey,
+} from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
@@ -31,8 +39,16 @@ describe('keys', () => {
   it('splits every Redis key back into its client and part, as the memory store holds them', () => {
     const ids = new Set<string>();
     for (const key of hostileKeys) {
-      for (const [prefix, suffix] of [['p', 'fw'], ['a:b#c', 'blk'], ['p', 'sl1']] as const) {
-        assert.deepEqual(splitKey(storageKey(prefix, key, suffix)), { id: clientId(key), part: partName(prefix, suffix) }, JSON.stringify(key.slice(0, 20)));
+      for (const [prefix, suffix] of [
+        ['p', 'fw'],
+        ['a:b#c', 'blk'],
+        ['p', 'sl1'],
+      ] as const) {
+        assert.deepEqual(
+          splitKey(storageKey(prefix, key, suffix)),
+          { id: clientId(key), part: partName(prefix, suffix) },
+          JSON.stringify(key.slice(0, 20)),
+        );
       }
       ids.add(clientId(key));
     }
@@ -53,10 +69,16 @@ describe('keys', () => {
   it('rejects keys and prefixes with lone surrogates, which have no UTF-8 form to keep them apart', async () => {
     const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
     for (const key of ['\uD800', 'a\uDFFF', '\uDC00\uD800']) {
-      await assert.rejects(limiter.limit(key), (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'key');
+      await assert.rejects(
+        limiter.limit(key),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'key',
+      );
     }
     assert.equal((await limiter.limit('\uD83D\uDE42')).allowed, true, 'a surrogate pair is fine');
-    assert.throws(() => createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }), prefix: 'p\uD800' }), InvalidOptionError);
+    assert.throws(
+      () => createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }), prefix: 'p\uD800' }),
+      InvalidOptionError,
+    );
   });
 });
 
@@ -69,7 +91,11 @@ describe('memory store under a flood of distinct keys', () => {
     const script = scriptFor([policy.kind]);
     const call = async (key: string, op: 'limit' | 'peek' = 'limit') => {
       const keys = callKeys('p', key, [policy]);
-      const reply = await store.run(script, keys, scriptArgs({ op, cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] }));
+      const reply = await store.run(
+        script,
+        keys,
+        scriptArgs({ op, cost: 1, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] }),
+      );
       return [reply[0], reply[4]] as const;
     };
     await call('regular');

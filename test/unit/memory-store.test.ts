@@ -5,7 +5,10 @@ import { createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 describe('memory store clock', () => {
   it('keeps expired state gone when the clock steps back, as Redis does, and keeps state written since', async () => {
     const clock = { now: 0 };
-    const limiter = createLimiter({ store: memoryStore({ now: () => clock.now }), policy: fixedWindow({ limit: 1, window: '1s' }) });
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => clock.now }),
+      policy: fixedWindow({ limit: 1, window: '1s' }),
+    });
     assert.equal((await limiter.limit('k')).allowed, true); // expires at 1,001
     clock.now = 1_500;
     // Another client's call: the store sees the time pass without touching k.

@@ -36,55 +36,99 @@ describe('middleware options', () => {
       ['skipFailedRequests', { limiter, skipFailedRequests: 'yes' }],
       ['limiter', { limiter: { limit: limiter.limit }, skipSuccessfulRequests: true }],
     ];
-    for (const [option, options] of bad) assert.throws(() => createRateLimit(options as RateLimitOptions<unknown>), isOption(option), option);
+    for (const [option, options] of bad)
+      assert.throws(() => createRateLimit(options as RateLimitOptions<unknown>), isOption(option), option);
   });
 
-  it('refuse unknown options, naming sluice\'s option for what express-rate-limit, @fastify/rate-limit and koa-ratelimit call theirs', () => {
+  it("refuse unknown options, naming sluice's option for what express-rate-limit, @fastify/rate-limit and koa-ratelimit call theirs", () => {
     const renamed: [string, unknown, string][] = [
-      ['keyGenerator', () => 'k', 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)'],
+      [
+        'keyGenerator',
+        () => 'k',
+        'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)',
+      ],
       ['max', 100, 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"'],
       ['limit', 100, 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"'],
-      ['windowMs', 60_000, 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"'],
-      ['timeWindow', '1 minute', 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"'],
-      ['standardHeaders', 'draft-7', 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false'],
-      ['legacyHeaders', false, 'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false'],
+      [
+        'windowMs',
+        60_000,
+        'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"',
+      ],
+      [
+        'timeWindow',
+        '1 minute',
+        'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"',
+      ],
+      [
+        'standardHeaders',
+        'draft-7',
+        'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false',
+      ],
+      [
+        'legacyHeaders',
+        false,
+        'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false',
+      ],
       ['message', 'slow down', 'use "body": (req, denial) => what to send'],
       ['errorResponseBuilder', () => ({}), 'use "body": (req, denial) => what to send'],
-      ['handler', () => undefined, 'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial'],
+      [
+        'handler',
+        () => undefined,
+        'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
+      ],
       ['statusCode', 429, 'use "status"'],
       ['allowList', ['127.0.0.1'], 'use "skip": (req) => true lets a request through uncounted'],
       ['skipOnError', true, 'use "onStoreError": "allow"'],
       ['passOnStoreError', true, 'use "onStoreError": "allow"'],
       ['keyPrefix', 'api', 'use "prefix"'],
       ['validate', false, 'sluice checks every option when the middleware is built; there is nothing to turn off'],
-      ['trustedProxy', 1, 'its options are limiter, policy, store, prefix, key, cost, settle, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet'],
+      [
+        'trustedProxy',
+        1,
+        'its options are limiter, policy, store, prefix, key, cost, settle, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet',
+      ],
     ];
     for (const [option, value, instead] of renamed) {
       assert.throws(
         () => createRateLimit({ limiter, [option]: value } as RateLimitOptions<unknown>),
-        (error: unknown) => isOption(option)(error) && (error as Error).message === `sluice: rateLimit has no option "${option}"; ${instead}`,
+        (error: unknown) =>
+          isOption(option)(error) &&
+          (error as Error).message === `sluice: rateLimit has no option "${option}"; ${instead}`,
         option,
       );
     }
   });
 
   it('on Hono, take getConnInfo besides the shared options; elsewhere it is unknown', () => {
-    assert.throws(() => honoRateLimit({ limiter, getConnInfo: () => ({ remote: {} }), getConnectionInfo: 1 } as never), isOption('getConnectionInfo'));
-    assert.throws(() => createRateLimit({ limiter, getConnInfo: () => ({ remote: {} }) } as RateLimitOptions<unknown>), isOption('getConnInfo'));
+    assert.throws(
+      () => honoRateLimit({ limiter, getConnInfo: () => ({ remote: {} }), getConnectionInfo: 1 } as never),
+      isOption('getConnectionInfo'),
+    );
+    assert.throws(
+      () => createRateLimit({ limiter, getConnInfo: () => ({ remote: {} }) } as RateLimitOptions<unknown>),
+      isOption('getConnInfo'),
+    );
   });
 
-  it('on Fastify, reject register() for an unknown plugin option, and take Fastify\'s own register options', async () => {
+  it("on Fastify, reject register() for an unknown plugin option, and take Fastify's own register options", async () => {
     const app = Fastify();
     await assert.rejects(async () => app.register(fastifyRateLimit, { limiter, max: 5 } as never), isOption('max'));
     await app.close();
     const ok = Fastify();
     await ok.register(fastifyRateLimit, { limiter, logLevel: 'warn' } as never);
-    assert.throws(() => ok.get('/', { config: { rateLimit: { timeWindow: 1000 } as never } }, async () => 'home'), isOption('timeWindow'));
+    assert.throws(
+      () => ok.get('/', { config: { rateLimit: { timeWindow: 1000 } as never } }, async () => 'home'),
+      isOption('timeWindow'),
+    );
     await ok.close();
   });
 
   it('build a limiter from a policy and a store', async () => {
-    const decide = createRateLimit({ policy: fixedWindow({ limit: 1, window: '1m' }), store: memoryStore(), key: () => 'k' });
+    const decide = createRateLimit({
+      policy: fixedWindow({ limit: 1, window: '1m' }),
+      store: memoryStore(),
+      key: () => 'k',
+    });
     const facts = { header: () => undefined, remoteAddress: undefined };
     assert.equal((await decide(undefined, facts)).pass, true);
     assert.equal((await decide(undefined, facts)).pass, false);
@@ -98,15 +142,22 @@ describe('middleware options', () => {
   it('on Fastify, fail at start for a route with bad options', async () => {
     const app = Fastify();
     await app.register(fastifyRateLimit, { limiter });
-    assert.throws(() => app.get('/', { config: { rateLimit: { limiter, status: 200 } } }, async () => 'home'), isOption('status'));
+    assert.throws(
+      () => app.get('/', { config: { rateLimit: { limiter, status: 200 } } }, async () => 'home'),
+      isOption('status'),
+    );
     await app.close();
   });
 
-  it('on Fastify, let a route with its own policy use it, not the plugin\'s limiter', async () => {
+  it("on Fastify, let a route with its own policy use it, not the plugin's limiter", async () => {
     const app = Fastify();
     await app.register(fastifyRateLimit, { limiter, key: () => 'k' });
     app.get('/', async () => 'home');
-    app.get('/wide', { config: { rateLimit: { policy: fixedWindow({ limit: 3, window: '1m' }), store: memoryStore() } } }, async () => 'wide');
+    app.get(
+      '/wide',
+      { config: { rateLimit: { policy: fixedWindow({ limit: 3, window: '1m' }), store: memoryStore() } } },
+      async () => 'wide',
+    );
     const statuses = async (url: string) => {
       const result: number[] = [];
       for (let i = 0; i < 4; i++) result.push((await app.inject({ url })).statusCode);

@@ -21,7 +21,26 @@ describe('MessagePack batch replies', () => {
       Buffer.from(message),
       bytes(0xda, 0x00, 0x01, 0x78, 0xdb, 0x00, 0x00, 0x00, 0x00), // str16 'x', str32 ''
     ]);
-    assert.deepEqual(unpackArray(packed), [0, 127, -1, -32, 255, 256, 65536, 1_700_000_000_000, -128, -256, -65536, -2, 1.5, 1.5, 'ok', message, 'x', '']);
+    assert.deepEqual(unpackArray(packed), [
+      0,
+      127,
+      -1,
+      -32,
+      255,
+      256,
+      65536,
+      1_700_000_000_000,
+      -128,
+      -256,
+      -65536,
+      -2,
+      1.5,
+      1.5,
+      'ok',
+      message,
+      'x',
+      '',
+    ]);
   });
 
   it('reads fixarray and array32 headers', () => {
@@ -56,10 +75,14 @@ describe('MessagePack batch replies', () => {
       return requests.map((r) => r.outcome);
     };
     const plain = [2, 1, 300, -1, 'WRONGTYPE x'];
-    assert.deepEqual(outcomes(bytes(0x95, 0x02, 0x01, 0xcd, 0x01, 0x2c, 0xff, 0xab, ...Buffer.from('WRONGTYPE x'))), outcomes(plain));
+    assert.deepEqual(
+      outcomes(bytes(0x95, 0x02, 0x01, 0xcd, 0x01, 0x2c, 0xff, 0xab, ...Buffer.from('WRONGTYPE x'))),
+      outcomes(plain),
+    );
     assert.deepEqual(outcomes(plain), [[1, 300], 'WRONGTYPE x']);
     const unreadable = outcomes(bytes(0x92, 0x01));
     assert.equal(unreadable.length, 2);
-    for (const outcome of unreadable) assert.match(String(outcome), /the batch script's reply could not be read: MessagePack reply ends early/);
+    for (const outcome of unreadable)
+      assert.match(String(outcome), /the batch script's reply could not be read: MessagePack reply ends early/);
   });
 });

@@ -38,7 +38,11 @@ describe('durations', () => {
 
   it('rejects what is not a positive whole number of ms', () => {
     for (const bad of ['1x', '', 'ms', '-1s', '1 s', '0.5ms', 0, -5, 1.5, Number.NaN, Infinity, null, {}, '400d']) {
-      rejectsOption(() => parseDuration('window', bad), 'window', bad === '' ? '""' : String(bad === null ? 'null' : typeof bad === 'object' ? 'an object' : bad));
+      rejectsOption(
+        () => parseDuration('window', bad),
+        'window',
+        bad === '' ? '""' : String(bad === null ? 'null' : typeof bad === 'object' ? 'an object' : bad),
+      );
     }
   });
 });
@@ -56,7 +60,11 @@ describe('policy options', () => {
 
   it('slidingLog', () => {
     rejectsOption(() => slidingLog({ limit: -1, window: '1s' }), 'limit', '-1');
-    rejectsOption(() => slidingLog({ limit: SLIDING_LOG_MAX_LIMIT + 1, window: '1s' }), 'limit', String(SLIDING_LOG_MAX_LIMIT + 1));
+    rejectsOption(
+      () => slidingLog({ limit: SLIDING_LOG_MAX_LIMIT + 1, window: '1s' }),
+      'limit',
+      String(SLIDING_LOG_MAX_LIMIT + 1),
+    );
     rejectsOption(() => slidingLog({ limit: 5, window: undefined as never }), 'window', 'undefined');
   });
 
@@ -68,7 +76,8 @@ describe('policy options', () => {
     rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 1e-9 }), 'refillPerSecond', '1e-9');
     // A token's refill time is kept in whole 100 ns: 30,000 per second would round 33.3 µs up to 33.4 µs.
     rejectsOption(() => tokenBucket({ capacity: 5, refillPerSecond: 30_000 }), 'refillPerSecond', '30000');
-    for (const refillPerSecond of [10_000, 9_999, 100_000, 1_000_000]) assert.equal(tokenBucket({ capacity: 5, refillPerSecond }).limit, 5);
+    for (const refillPerSecond of [10_000, 9_999, 100_000, 1_000_000])
+      assert.equal(tokenBucket({ capacity: 5, refillPerSecond }).limit, 5);
   });
 });
 
@@ -89,7 +98,20 @@ describe('default policy names', () => {
       concurrency({ limit: 4, leaseMs: '30s' }),
       fixedWindow({ limit: 5, window: '1s', name: 'login' }),
     ].map((policy) => policy.name);
-    assert.deepEqual(names, ['5-per-1s', '100-per-15m', '5-per-1m', '5-per-90s', '1000-per-1d', '3-per-1500ms', '10-burst-2-per-1s', '10-burst-0.5-per-1s', '5-per-1s', '10-burst-5-per-1h', '4-concurrent', 'login']);
+    assert.deepEqual(names, [
+      '5-per-1s',
+      '100-per-15m',
+      '5-per-1m',
+      '5-per-90s',
+      '1000-per-1d',
+      '3-per-1500ms',
+      '10-burst-2-per-1s',
+      '10-burst-0.5-per-1s',
+      '5-per-1s',
+      '10-burst-5-per-1h',
+      '4-concurrent',
+      'login',
+    ]);
   });
 });
 
@@ -135,10 +157,26 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
     const store = memoryStore();
     const policy = fixedWindow({ limit: 5, window: '1s' });
     rejectsOption(() => createLimiter({ store, policy: [] }), 'policy', 'an array');
-    rejectsOption(() => createLimiter({ store, policy: [policy, fixedWindow({ limit: 50, window: '1m', name: '5-per-1s' })] }), 'policy', 'an array');
-    rejectsOption(() => createLimiter({ store, policy: [slidingLog({ limit: 5, window: '1s' }), slidingLog({ limit: 5, window: '1s' })] }), 'policy', 'an array');
+    rejectsOption(
+      () => createLimiter({ store, policy: [policy, fixedWindow({ limit: 50, window: '1m', name: '5-per-1s' })] }),
+      'policy',
+      'an array',
+    );
+    rejectsOption(
+      () =>
+        createLimiter({
+          store,
+          policy: [slidingLog({ limit: 5, window: '1s' }), slidingLog({ limit: 5, window: '1s' })],
+        }),
+      'policy',
+      'an array',
+    );
     rejectsOption(() => createLimiter({ store, policy, penalty: { after: 0, block: '1m' } }), 'penalty.after', '0');
-    rejectsOption(() => createLimiter({ store, policy, penalty: { after: 3, block: 'soon' as never } }), 'penalty.block', '"soon"');
+    rejectsOption(
+      () => createLimiter({ store, policy, penalty: { after: 3, block: 'soon' as never } }),
+      'penalty.block',
+      '"soon"',
+    );
     rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' as never }), 'timeout', '"0ms"');
     rejectsOption(() => createLimiter({ store, policy, onStoreError: 'maybe' as never }), 'onStoreError', '"maybe"');
   });
@@ -161,32 +199,92 @@ describe('unknown options', () => {
   const store = memoryStore();
   const policy = fixedWindow({ limit: 5, window: '1s' });
 
-  it('are refused by every policy, naming the option to use for a peer\'s name', async () => {
+  it("are refused by every policy, naming the option to use for a peer's name", async () => {
     const { gcra, slidingWindow, concurrency } = await import('../../src/index.js');
-    rejectsUnknown(() => fixedWindow({ limit: 5, window: '1s', windowMs: 1000 } as never), 'windowMs', 'use "window" (ms, or a string such as "1m")');
+    rejectsUnknown(
+      () => fixedWindow({ limit: 5, window: '1s', windowMs: 1000 } as never),
+      'windowMs',
+      'use "window" (ms, or a string such as "1m")',
+    );
     rejectsUnknown(() => fixedWindow({ max: 5, window: '1s' } as never), 'max', 'use "limit"');
-    rejectsUnknown(() => slidingLog({ limit: 5, window: '1s', nmae: 'x' } as never), 'nmae', 'its options are limit, window, name');
+    rejectsUnknown(
+      () => slidingLog({ limit: 5, window: '1s', nmae: 'x' } as never),
+      'nmae',
+      'its options are limit, window, name',
+    );
     rejectsUnknown(() => slidingWindow({ points: 5, window: '1s' } as never), 'points', 'use "limit"');
-    rejectsUnknown(() => slidingWindow({ limit: 5, duration: 60 } as never), 'duration', 'use "window" (ms, or a string such as "1m"; rate-limiter-flexible\'s duration is in seconds, sluice\'s numbers in ms)');
-    rejectsUnknown(() => tokenBucket({ limit: 5, refillPerSecond: 1 } as never), 'limit', 'use "capacity" (the largest burst) and "refillPerSecond"');
-    rejectsUnknown(() => tokenBucket({ capacity: 5, tokensPerInterval: 1 } as never), 'tokensPerInterval', 'use "refillPerSecond"');
+    rejectsUnknown(
+      () => slidingWindow({ limit: 5, duration: 60 } as never),
+      'duration',
+      'use "window" (ms, or a string such as "1m"; rate-limiter-flexible\'s duration is in seconds, sluice\'s numbers in ms)',
+    );
+    rejectsUnknown(
+      () => tokenBucket({ limit: 5, refillPerSecond: 1 } as never),
+      'limit',
+      'use "capacity" (the largest burst) and "refillPerSecond"',
+    );
+    rejectsUnknown(
+      () => tokenBucket({ capacity: 5, tokensPerInterval: 1 } as never),
+      'tokensPerInterval',
+      'use "refillPerSecond"',
+    );
     rejectsUnknown(() => gcra({ limit: 5, window: '1s' } as never), 'window', 'use "period"');
-    rejectsUnknown(() => concurrency({ limit: 5, timeout: '1s' } as never), 'timeout', 'use "leaseMs": how long a slot is held unless released');
+    rejectsUnknown(
+      () => concurrency({ limit: 5, timeout: '1s' } as never),
+      'timeout',
+      'use "leaseMs": how long a slot is held unless released',
+    );
   });
 
   it('are refused by createLimiter and its nested options, stores, the denied cache and observe()', async () => {
     const { observe } = await import('../../src/index.js');
     rejectsUnknown(() => createLimiter({ store, policy, keyPrefix: 'api' } as never), 'keyPrefix', 'use "prefix"');
-    rejectsUnknown(() => createLimiter({ store, points: 5, duration: 1 } as never), 'points', 'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them');
-    rejectsUnknown(() => createLimiter({ storeClient: {}, policy } as never), 'storeClient', 'use "store": redisStore(client)');
-    rejectsUnknown(() => createLimiter({ store, policy, blockDuration: 60 } as never), 'blockDuration', 'use "penalty": { after: denials in a row, block: a duration }');
-    rejectsUnknown(() => createLimiter({ store, policy, insuranceLimiter: {} } as never), 'insuranceLimiter', 'use "onStoreError": a fallback limiter');
-    rejectsUnknown(() => createLimiter({ store, policy, shadowMode: true } as never), 'shadowMode', 'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, hooks');
-    rejectsUnknown(() => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never), 'penalty.for', 'its options are after, block');
-    rejectsUnknown(() => createLimiter({ store, policy, deniedCache: { maxKeys: 10, size: 10 } } as never), 'deniedCache.size', 'its options are maxKeys, now');
-    rejectsUnknown(() => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never), 'hooks.onError', 'its options are storeError, recover');
+    rejectsUnknown(
+      () => createLimiter({ store, points: 5, duration: 1 } as never),
+      'points',
+      'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them',
+    );
+    rejectsUnknown(
+      () => createLimiter({ storeClient: {}, policy } as never),
+      'storeClient',
+      'use "store": redisStore(client)',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, blockDuration: 60 } as never),
+      'blockDuration',
+      'use "penalty": { after: denials in a row, block: a duration }',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, insuranceLimiter: {} } as never),
+      'insuranceLimiter',
+      'use "onStoreError": a fallback limiter',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, shadowMode: true } as never),
+      'shadowMode',
+      'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, hooks',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never),
+      'penalty.for',
+      'its options are after, block',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, deniedCache: { maxKeys: 10, size: 10 } } as never),
+      'deniedCache.size',
+      'its options are maxKeys, now',
+    );
+    rejectsUnknown(
+      () => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never),
+      'hooks.onError',
+      'its options are storeError, recover',
+    );
     rejectsUnknown(() => memoryStore({ max: 10 } as never), 'max', 'its options are maxKeys, now');
     const limiter = createLimiter({ store, policy });
-    rejectsUnknown(() => observe(limiter, { includeKey: true } as never), 'includeKey', 'its options are meter, onDecision, onStoreError, onRecover, includeKeys');
+    rejectsUnknown(
+      () => observe(limiter, { includeKey: true } as never),
+      'includeKey',
+      'its options are meter, onDecision, onStoreError, onRecover, includeKeys',
+    );
   });
 });

@@ -55,8 +55,20 @@ describe("the soak's checker: each invariant exact at its edge", () => {
   }
 
   it('counts costs, and ties at one ms together', () => {
-    assert.equal(overLimit({ kind: 'fixed-window', limit: 3, windowMs: 1000 }, [{ atMs: 5, cost: 2 }, { atMs: 5, cost: 2 }]).length, 1);
-    assert.equal(overLimit({ kind: 'sliding-log', limit: 3, windowMs: 1000 }, [{ atMs: 5, cost: 2 }, { atMs: 5, cost: 2 }]).length, 1);
+    assert.equal(
+      overLimit({ kind: 'fixed-window', limit: 3, windowMs: 1000 }, [
+        { atMs: 5, cost: 2 },
+        { atMs: 5, cost: 2 },
+      ]).length,
+      1,
+    );
+    assert.equal(
+      overLimit({ kind: 'sliding-log', limit: 3, windowMs: 1000 }, [
+        { atMs: 5, cost: 2 },
+        { atMs: 5, cost: 2 },
+      ]).length,
+      1,
+    );
   });
 });
 

@@ -37,7 +37,9 @@ Examples:
   async run(parsed) {
     const root = repositoryRoot();
     if (root === undefined) {
-      throw new UsageError('sluice bench: run it inside a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)');
+      throw new UsageError(
+        'sluice bench: run it inside a clone of the sluice repository after npm ci (bench/run.ts and the peers are not in the package)',
+      );
     }
     // As npm run bench does: build first, so the bench measures the package as it ships.
     const args = ['run', 'bench', '--'];

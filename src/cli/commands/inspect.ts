@@ -27,7 +27,8 @@ Examples:
   async run(parsed, io) {
     const key = onePositional('inspect', 'key', parsed);
     const spec = parsed.values.policy;
-    if (typeof spec !== 'string') throw new UsageError('sluice inspect: missing --policy, e.g. --policy fixed-window:5/1s');
+    if (typeof spec !== 'string')
+      throw new UsageError('sluice inspect: missing --policy, e.g. --policy fixed-window:5/1s');
     const policy = parsePolicySpec(spec);
     const prefix = prefixOf(parsed);
     return withRedis('inspect', parsed, io, async ({ store, safeUrl }) => {

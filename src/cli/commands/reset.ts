@@ -37,7 +37,15 @@ Examples:
       await Promise.all(limiters.map((limiter) => limiter.reset(key)));
       const redisKeys = limiters.map((limiter) => storageKey(limiter.prefix, key, limiter.policy.kind.id));
       if (parsed.values.json) {
-        io.out(JSON.stringify({ redis: safeUrl, key, prefix: limiters[0]?.prefix, algorithms: policies.map((p) => p.algorithm), redisKeys }));
+        io.out(
+          JSON.stringify({
+            redis: safeUrl,
+            key,
+            prefix: limiters[0]?.prefix,
+            algorithms: policies.map((p) => p.algorithm),
+            redisKeys,
+          }),
+        );
         return;
       }
       io.out(`reset ${key} on ${safeUrl}: deleted ${redisKeys.join(', ')}`);

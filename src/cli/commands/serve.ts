@@ -2,7 +2,18 @@ import { memoryStore } from '../../stores/memory.js';
 import { redisStore } from '../../stores/redis.js';
 import type { Store } from '../../stores/store.js';
 import { parseDuration } from '../../core/duration.js';
-import { EXIT, REDIS_HELP, UsageError, redisOption, redisUrlOf, prefixOf, validFlag, type CliIo, type Command, type ParsedCommand } from '../command.js';
+import {
+  EXIT,
+  REDIS_HELP,
+  UsageError,
+  redisOption,
+  redisUrlOf,
+  prefixOf,
+  validFlag,
+  type CliIo,
+  type Command,
+  type ParsedCommand,
+} from '../command.js';
 import { maskPassword, parseRedisUrl } from '../connect.js';
 
 const HELP = `Usage: sluice serve --config <file or directory> [options]
@@ -37,18 +48,30 @@ Examples:
   sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny`;
 
 /** --denied-cache and --penalty, as createServer takes them. */
-function libraryOptions(parsed: ParsedCommand): { deniedCache?: { maxKeys: number }; penalty?: { after: number; block: number } } {
+function libraryOptions(parsed: ParsedCommand): {
+  deniedCache?: { maxKeys: number };
+  penalty?: { after: number; block: number };
+} {
   const options: { deniedCache?: { maxKeys: number }; penalty?: { after: number; block: number } } = {};
   const maxKeys = parsed.values['denied-cache'];
   if (typeof maxKeys === 'string') {
-    if (!/^[1-9]\d*$/.test(maxKeys)) throw new UsageError(`sluice serve: --denied-cache must be a whole number of keys; got ${JSON.stringify(maxKeys)}`);
+    if (!/^[1-9]\d*$/.test(maxKeys))
+      throw new UsageError(
+        `sluice serve: --denied-cache must be a whole number of keys; got ${JSON.stringify(maxKeys)}`,
+      );
     options.deniedCache = { maxKeys: Number(maxKeys) };
   }
   const penalty = parsed.values.penalty;
   if (typeof penalty === 'string') {
     const [, after, block] = /^([1-9]\d*)\/(.+)$/.exec(penalty) ?? [];
-    if (after === undefined || block === undefined) throw new UsageError(`sluice serve: --penalty must be <denials>/<duration>, such as 5/10m; got ${JSON.stringify(penalty)}`);
-    options.penalty = { after: Number(after), block: validFlag('--penalty', penalty, () => parseDuration('block', block)) };
+    if (after === undefined || block === undefined)
+      throw new UsageError(
+        `sluice serve: --penalty must be <denials>/<duration>, such as 5/10m; got ${JSON.stringify(penalty)}`,
+      );
+    options.penalty = {
+      after: Number(after),
+      block: validFlag('--penalty', penalty, () => parseDuration('block', block)),
+    };
   }
   return options;
 }
@@ -57,7 +80,8 @@ function portOf(parsed: ParsedCommand, flag: string): number | undefined {
   const value = parsed.values[flag];
   if (typeof value !== 'string') return undefined;
   const port = Number(value);
-  if (!/^\d+$/.test(value) || port > 65535) throw new UsageError(`sluice serve: --${flag} must be a port from 0 to 65535; got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value) || port > 65535)
+    throw new UsageError(`sluice serve: --${flag} must be a port from 0 to 65535; got ${JSON.stringify(value)}`);
   return port;
 }
 
@@ -104,20 +128,34 @@ function ready(client: import('ioredis').Redis | import('ioredis').Cluster, wher
 async function connect(parsed: ParsedCommand, io: CliIo): Promise<Connected> {
   const cluster = parsed.values.cluster;
   const given = redisUrlOf(parsed, io);
-  if (typeof cluster === 'string' && typeof parsed.values.redis === 'string') throw new UsageError('sluice serve: give --redis or --cluster, not both');
+  if (typeof cluster === 'string' && typeof parsed.values.redis === 'string')
+    throw new UsageError('sluice serve: give --redis or --cluster, not both');
   if (typeof cluster === 'string') {
     const urls = cluster.split(',').map((text) => parseRedisUrl(text.trim(), '--cluster'));
     const ioredis = await importIoredis();
     const description = `Redis Cluster ${urls.map(maskPassword).join(', ')}`;
     const client = new ioredis.Cluster(
       urls.map((url) => ({ host: url.hostname, port: Number(url.port || 6379) })),
-      { enableOfflineQueue: false, enableReadyCheck: true, redisOptions: { ...SERVICE_CLIENT, ...(urls[0]?.password ? { password: decodeURIComponent(urls[0].password), username: decodeURIComponent(urls[0].username) || undefined } : {}) } },
+      {
+        enableOfflineQueue: false,
+        enableReadyCheck: true,
+        redisOptions: {
+          ...SERVICE_CLIENT,
+          ...(urls[0]?.password
+            ? {
+                password: decodeURIComponent(urls[0].password),
+                username: decodeURIComponent(urls[0].username) || undefined,
+              }
+            : {}),
+        },
+      },
     );
     await ready(client, description);
     return { store: redisStore(client), description, close: async () => void (await client.quit()) };
   }
   if (given === undefined) {
-    const description = "this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only: several would each admit the whole limit";
+    const description =
+      "this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only: several would each admit the whole limit";
     return { store: memoryStore(), description, close: async () => undefined };
   }
   const url = parseRedisUrl(given.url, given.source);
@@ -133,7 +171,10 @@ async function importServe(): Promise<typeof import('../../serve/index.js')> {
     return await import('../../serve/index.js');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new Error(`sluice serve: needs @grpc/grpc-js, @grpc/proto-loader and yaml: npm install @grpc/grpc-js @grpc/proto-loader yaml (${(error as Error).message})`, { cause: error });
+    throw new Error(
+      `sluice serve: needs @grpc/grpc-js, @grpc/proto-loader and yaml: npm install @grpc/grpc-js @grpc/proto-loader yaml (${(error as Error).message})`,
+      { cause: error },
+    );
   }
 }
 
@@ -169,16 +210,22 @@ export const serve: Command = {
     ...redisOption,
   },
   async run(parsed, io) {
-    if (parsed.positionals.length > 0) throw new UsageError(`sluice serve: unexpected argument ${JSON.stringify(parsed.positionals[0])}; see sluice serve --help`);
+    if (parsed.positionals.length > 0)
+      throw new UsageError(
+        `sluice serve: unexpected argument ${JSON.stringify(parsed.positionals[0])}; see sluice serve --help`,
+      );
     const config = parsed.values.config;
-    if (typeof config !== 'string' || config === '') throw new UsageError('sluice serve: missing --config <file or directory>; see sluice serve --help');
+    if (typeof config !== 'string' || config === '')
+      throw new UsageError('sluice serve: missing --config <file or directory>; see sluice serve --help');
     const onStoreError = parsed.values['on-store-error'];
-    if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') throw new UsageError(`sluice serve: --on-store-error must be allow or deny; got ${JSON.stringify(onStoreError)}`);
+    if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny')
+      throw new UsageError(`sluice serve: --on-store-error must be allow or deny; got ${JSON.stringify(onStoreError)}`);
     const grpcPort = portOf(parsed, 'grpc-port');
     const httpPort = portOf(parsed, 'http-port');
     const prefix = prefixOf(parsed);
     const given = parsed.values.timeout;
-    const timeout = typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
+    const timeout =
+      typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
     const { createServer } = await importServe();
     const connected = await connect(parsed, io);
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);

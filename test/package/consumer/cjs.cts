@@ -6,4 +6,11 @@ import type { rateLimit as koaRateLimit } from 'sluice/koa';
 import type { RateLimitModule } from 'sluice/nestjs';
 import type { rateLimit as nodeRateLimit } from 'sluice/node';
 
-export type Adapters = [typeof expressRateLimit, typeof fastifyRateLimit, typeof honoRateLimit, typeof koaRateLimit, typeof RateLimitModule, typeof nodeRateLimit];
+export type Adapters = [
+  typeof expressRateLimit,
+  typeof fastifyRateLimit,
+  typeof honoRateLimit,
+  typeof koaRateLimit,
+  typeof RateLimitModule,
+  typeof nodeRateLimit,
+];

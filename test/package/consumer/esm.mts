@@ -41,7 +41,11 @@ const health = Object.getOwnPropertyDescriptor(HealthController.prototype, 'heal
 Get('health')(HealthController.prototype, 'health', health);
 SkipRateLimit()(HealthController.prototype, 'health', health);
 class AppModule {}
-Module({ imports: [RateLimitModule.forRoot({ limiter, key: (req) => req.ip ?? 'unknown' })], controllers: [HealthController], providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }] })(AppModule);
+Module({
+  imports: [RateLimitModule.forRoot({ limiter, key: (req) => req.ip ?? 'unknown' })],
+  controllers: [HealthController],
+  providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }],
+})(AppModule);
 
 const limit = nodeRateLimit({ limiter });
 createServer(async (req, res) => {

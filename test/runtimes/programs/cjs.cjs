@@ -5,4 +5,6 @@ const { Redis } = require('ioredis');
 const sluice = require('sluice');
 const { rateLimit } = require('sluice/hono');
 
-import('./workload.mjs').then(({ main }) => main({ sluice, rateLimit, Hono, getConnInfo, Redis }, process.argv.slice(2)));
+import('./workload.mjs').then(({ main }) =>
+  main({ sluice, rateLimit, Hono, getConnInfo, Redis }, process.argv.slice(2)),
+);

@@ -19,28 +19,50 @@ function workerApp(env) {
   const app = limitedApp({ sluice, rateLimit, Hono, getConnInfo }, sluice.memoryStore(), PREFIX);
   app.get('/work', async (c) => c.json(await work(sluice, sluice.memoryStore(), PREFIX)));
   // A hook that throws: with no process to warn through, sluice warns on the console.
-  const observed = sluice.observe(sluice.createLimiter({ store: sluice.memoryStore(), policy: sluice.fixedWindow({ limit: 1, window: '1h' }) }), {
-    onDecision() {
-      throw new Error('hook down');
+  const observed = sluice.observe(
+    sluice.createLimiter({ store: sluice.memoryStore(), policy: sluice.fixedWindow({ limit: 1, window: '1h' }) }),
+    {
+      onDecision() {
+        throw new Error('hook down');
+      },
     },
-  });
+  );
   app.get('/observed', async (c) => c.json((await observed.limit('k')).allowed));
   // What sluice's host shims find here: no process (so no nextTick, no emitWarning), timers as numbers.
-  app.get('/host', (c) => c.json({ process: typeof globalThis.process, timer: typeof globalThis.setTimeout(() => undefined, 0) }));
+  app.get('/host', (c) =>
+    c.json({ process: typeof globalThis.process, timer: typeof globalThis.setTimeout(() => undefined, 0) }),
+  );
 
-  const upstash = sluice.redisStore(new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false }));
+  const upstash = sluice.redisStore(
+    new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false }),
+  );
   app.route('/upstash', limitedApp({ sluice, rateLimit, Hono, getConnInfo }, upstash, `${PREFIX}-hono`));
   app.get('/upstash/work', async (c) => c.json(await work(sluice, upstash, PREFIX)));
   // Four calls made in one turn, to one key with a limit of three: the store sends them together.
-  const together = sluice.createLimiter({ store: upstash, prefix: PREFIX, timeout: COUNTING, policy: sluice.fixedWindow({ limit: 3, window: '1h' }) });
+  const together = sluice.createLimiter({
+    store: upstash,
+    prefix: PREFIX,
+    timeout: COUNTING,
+    policy: sluice.fixedWindow({ limit: 3, window: '1h' }),
+  });
   app.get('/upstash/together/:key', async (c) => {
     const decisions = await Promise.all([1, 2, 3, 4].map(() => together.limit(c.req.param('key'))));
     return c.json(decisions.map((d) => d.allowed));
   });
   // A limiter's timeout, where a Worker's timer dies with the request that armed it: a limiter made
   // once for the isolate, and one over a client with a deadline of its own (docs/runtimes.md).
-  const failing = { policy: sluice.fixedWindow({ limit: 3, window: '1h' }), prefix: PREFIX, timeout: 2_000, onStoreError: 'deny' };
-  const deadlined = new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false, signal: () => globalThis.AbortSignal.timeout(2_000) });
+  const failing = {
+    policy: sluice.fixedWindow({ limit: 3, window: '1h' }),
+    prefix: PREFIX,
+    timeout: 2_000,
+    onStoreError: 'deny',
+  };
+  const deadlined = new Redis({
+    url: env.UPSTASH_REDIS_REST_URL,
+    token: env.UPSTASH_REDIS_REST_TOKEN,
+    enableTelemetry: false,
+    signal: () => globalThis.AbortSignal.timeout(2_000),
+  });
   // Its own timeout longer than the client's deadline, which fails the call first.
   const shared = sluice.createLimiter({ ...failing, timeout: 10_000, store: sluice.redisStore(deadlined) });
   const once = sluice.createLimiter({ ...failing, store: upstash });

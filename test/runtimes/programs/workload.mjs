@@ -16,7 +16,8 @@ export const LONG_KEY = 'k'.repeat(300);
  * waitFor that sleeps for its token.
  */
 export async function work(sluice, store, prefix) {
-  const { createLimiter, fixedWindow, slidingWindow, slidingLog, tokenBucket, gcra, concurrency, rateLimitHeaders } = sluice;
+  const { createLimiter, fixedWindow, slidingWindow, slidingLog, tokenBucket, gcra, concurrency, rateLimitHeaders } =
+    sluice;
   const policies = [
     fixedWindow({ limit: 3, window: '1h', name: 'fixed-window' }),
     slidingWindow({ limit: 3, window: '1h', name: 'sliding-window' }),
@@ -40,9 +41,19 @@ export async function work(sluice, store, prefix) {
   const leases = createLimiter({ store, policy: concurrency({ limit: 1, leaseMs: '1m' }), prefix, timeout: COUNTING });
   const held = await leases.acquire('lease');
   const refused = await leases.acquire('lease');
-  seen.concurrency = { held: held.allowed, refused: refused.allowed, released: await held.release(), again: (await leases.acquire('lease')).allowed };
+  seen.concurrency = {
+    held: held.allowed,
+    refused: refused.allowed,
+    released: await held.release(),
+    again: (await leases.acquire('lease')).allowed,
+  };
   // A token every 100 ms: waitFor sleeps for it (unless this runtime took that long already).
-  const waiting = createLimiter({ store, policy: tokenBucket({ capacity: 1, refillPerSecond: 10 }), prefix, timeout: COUNTING });
+  const waiting = createLimiter({
+    store,
+    policy: tokenBucket({ capacity: 1, refillPerSecond: 10 }),
+    prefix,
+    timeout: COUNTING,
+  });
   seen.waitFor = { first: (await waiting.limit('wait')).allowed, waited: (await waiting.waitFor('wait')).allowed };
   return seen;
 }
@@ -54,7 +65,12 @@ export async function work(sluice, store, prefix) {
  */
 export function limitedApp({ sluice, rateLimit, Hono, getConnInfo }, store, prefix) {
   const app = new Hono();
-  const limiter = sluice.createLimiter({ store, prefix, timeout: COUNTING, policy: sluice.fixedWindow({ limit: 3, window: '1h', name: '3-per-1h' }) });
+  const limiter = sluice.createLimiter({
+    store,
+    prefix,
+    timeout: COUNTING,
+    policy: sluice.fixedWindow({ limit: 3, window: '1h', name: '3-per-1h' }),
+  });
   app.use('/limited', rateLimit({ limiter, getConnInfo, headers: 'draft-8' }));
   app.get('/limited', (c) => c.text('hello'));
   return app;
@@ -70,13 +86,33 @@ export async function clientsWork(request) {
   const statuses = [];
   let neighbour;
   let denial;
-  const addresses = ['2001:db8:ab:cd01::1', '2001:DB8:AB:CD01::1', '2001:db8:ab:cdff::2', '2001:db8:ab:cd00::9', '2001:db8:ab:ce00::1'];
-  for (const address of [...addresses, '203.0.113.7', '::ffff:203.0.113.7', '0:0:0:0:0:ffff:cb00:7107', '::FFFF:203.0.113.7']) {
+  const addresses = [
+    '2001:db8:ab:cd01::1',
+    '2001:DB8:AB:CD01::1',
+    '2001:db8:ab:cdff::2',
+    '2001:db8:ab:cd00::9',
+    '2001:db8:ab:ce00::1',
+  ];
+  for (const address of [
+    ...addresses,
+    '203.0.113.7',
+    '::ffff:203.0.113.7',
+    '0:0:0:0:0:ffff:cb00:7107',
+    '::FFFF:203.0.113.7',
+  ]) {
     const response = await request(address);
     statuses.push(response.status);
-    if (address === '2001:db8:ab:ce00::1') neighbour = { policy: response.headers.get('ratelimit-policy'), remaining: /;r=(\d+);/.exec(response.headers.get('ratelimit'))?.[1] };
+    if (address === '2001:db8:ab:ce00::1')
+      neighbour = {
+        policy: response.headers.get('ratelimit-policy'),
+        remaining: /;r=(\d+);/.exec(response.headers.get('ratelimit'))?.[1],
+      };
     if (response.status === 429) {
-      denial = { contentType: response.headers.get('content-type'), retryAfter: /^\d+$/.test(response.headers.get('retry-after') ?? ''), body: await response.json() };
+      denial = {
+        contentType: response.headers.get('content-type'),
+        retryAfter: /^\d+$/.test(response.headers.get('retry-after') ?? ''),
+        body: await response.json(),
+      };
     } else {
       await response.text();
     }
@@ -89,7 +125,10 @@ export async function main(modules, [label, port]) {
   const prefix = `rt-${label}`;
   const both = async (store) => {
     const app = limitedApp(modules, store, prefix);
-    return { work: await work(modules.sluice, store, prefix), hono: await clientsWork((address) => app.request('/limited', { headers: { 'cf-connecting-ip': address } })) };
+    return {
+      work: await work(modules.sluice, store, prefix),
+      hono: await clientsWork((address) => app.request('/limited', { headers: { 'cf-connecting-ip': address } })),
+    };
   };
   const result = { memory: await both(modules.sluice.memoryStore()) };
   if (port !== undefined) {

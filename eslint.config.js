@@ -40,8 +40,8 @@ export default tseslint.config(
       'src/adapters/node.ts',
       'src/adapters/fastify.ts',
       'src/stores/redis.ts',
-      'src/stores/batch.ts',
-      'src/stores/msgpack.ts',
+      'src/engine/batch.ts',
+      'src/engine/msgpack.ts',
     ],
     rules: {
       'no-restricted-globals': [

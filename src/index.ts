@@ -7,10 +7,10 @@ export {
   type Lease,
   type Reservation,
   type CostByUnit,
-} from './core/limiter.js';
+} from './limiter/limiter.js';
 export type { Decision, FailureReason, Policy, PolicyDecision } from './core/types.js';
-export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './core/failure.js';
-export type { DeniedCacheOptions } from './core/denied-cache.js';
+export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './limiter/failure.js';
+export type { DeniedCacheOptions } from './limiter/denied-cache.js';
 export type { Duration } from './core/duration.js';
 export {
   SluiceError,
@@ -30,7 +30,7 @@ export { tokenBucket, type TokenBucketOptions } from './algorithms/token-bucket.
 export { gcra, type GcraOptions } from './algorithms/gcra.js';
 export { slidingWindow, type SlidingWindowOptions } from './algorithms/sliding-window.js';
 export { concurrency, type ConcurrencyOptions } from './algorithms/concurrency.js';
-export type { Store } from './stores/store.js';
+export type { Store } from './engine/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';
 export { rateLimitResponse, rateLimitHeaders, type RateLimitResponse, type HeaderMode } from './http/headers.js';
@@ -45,4 +45,4 @@ export {
   type StoreErrorEvent,
   type RecoverEvent,
   type ErrorSummary,
-} from './observe/observe.js';
+} from './limiter/observe.js';

@@ -1,5 +1,11 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
-import { createLimiter, type CostByUnit, type Limiter, type LimitOptions, type Reservation } from '../core/limiter.js';
+import {
+  createLimiter,
+  type CostByUnit,
+  type Limiter,
+  type LimitOptions,
+  type Reservation,
+} from '../limiter/limiter.js';
 import type { Decision, Policy, PolicyDecision } from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
 import {
@@ -12,7 +18,7 @@ import {
 } from '../http/client-address.js';
 import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
-import type { Store } from '../stores/store.js';
+import type { Store } from '../engine/store.js';
 
 /** What a middleware does when the store fails (Redis down, timeout): admit the request or answer 503. */
 export type StoreFailurePolicy = 'allow' | 'deny';

@@ -1,7 +1,7 @@
 import { MAX_DURATION_MS, parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger, REQUESTS } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface ConcurrencyOptions {

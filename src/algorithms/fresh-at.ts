@@ -1,4 +1,4 @@
-import { defineAlgorithm, unchanged, type Algorithm } from './algorithm.js';
+import { defineAlgorithm, unchanged, type Algorithm } from '../engine/algorithm.js';
 
 /*
  * The state shared by gcra and tokenBucket: the instant at which the key's state equals a fresh

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Entry, Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from '../engine/algorithm.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface SlidingLogOptions {

@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from './algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from '../engine/algorithm.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { redisStore } from '../stores/redis.js';
-import type { Store } from '../stores/store.js';
+import type { Store } from '../engine/store.js';
 import { UsageError } from './command.js';
 
 export interface RedisConnection {

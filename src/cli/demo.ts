@@ -7,11 +7,11 @@ import { gcra } from '../algorithms/gcra.js';
 import { slidingLog } from '../algorithms/sliding-log.js';
 import { slidingWindow } from '../algorithms/sliding-window.js';
 import { tokenBucket } from '../algorithms/token-bucket.js';
-import { createLimiter, type Limiter } from '../core/limiter.js';
+import { createLimiter, type Limiter } from '../limiter/limiter.js';
 import type { Policy } from '../core/types.js';
 import { rateLimitResponse } from '../http/headers.js';
 import { memoryStore } from '../stores/memory.js';
-import type { Store } from '../stores/store.js';
+import type { Store } from '../engine/store.js';
 import { connectRedis } from './connect.js';
 import { RedisServerMissingError, startRedisServer, type RedisServer } from './redis-server.js';
 

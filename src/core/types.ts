@@ -1,4 +1,4 @@
-import type { Algorithm } from '../algorithms/algorithm.js';
+import type { Algorithm } from '../engine/algorithm.js';
 import type { StoreError } from './errors.js';
 
 /** Why a decision was made without the store: it failed, or did not reply within the timeout. */

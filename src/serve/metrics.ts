@@ -1,4 +1,4 @@
-import type { MeterLike, MetricAttributes } from '../observe/observe.js';
+import type { MeterLike, MetricAttributes } from '../limiter/observe.js';
 
 interface Series {
   readonly labels: MetricAttributes;

@@ -1,12 +1,12 @@
 import { fixedWindow } from '../algorithms/fixed-window.js';
 import { bindingPolicy } from '../core/binding.js';
-import type { DeniedCacheOptions } from '../core/denied-cache.js';
+import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
 import type { Duration } from '../core/duration.js';
-import { createLimiter, type Limiter } from '../core/limiter.js';
+import { createLimiter, type Limiter } from '../limiter/limiter.js';
 import type { Decision, Policy } from '../core/types.js';
 import { rateLimitHeaders } from '../http/headers.js';
-import { observe } from '../observe/observe.js';
-import type { Store } from '../stores/store.js';
+import { observe } from '../limiter/observe.js';
+import type { Store } from '../engine/store.js';
 import {
   UNIT_MS,
   nodesOf,

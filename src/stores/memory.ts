@@ -2,7 +2,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { splitKey } from '../core/keys.js';
 import type { Arg, Entry, Reply, Script } from '../core/types.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
-import { asLocalStore, type Store } from './store.js';
+import { asLocalStore, type Store } from '../engine/store.js';
 
 export interface MemoryStoreOptions {
   /**

@@ -8,13 +8,13 @@ import {
 } from '../core/errors.js';
 import { afterThisTick } from '../core/host.js';
 import { aclKeyPattern } from '../core/keys.js';
-import { LATE } from '../core/script.js';
+import { LATE } from '../engine/driver.js';
 import type { Arg, Reply, Script } from '../core/types.js';
-import { batchArguments, batchScript, settle, type Request } from './batch.js';
+import { batchArguments, batchScript, settle, type Request } from '../engine/batch.js';
 import { checkEviction, type MemoryInfo } from './eviction.js';
 import { ServerClock } from './server-clock.js';
 import { hashSlot } from './slot.js';
-import type { Store } from './store.js';
+import type { Store } from '../engine/store.js';
 
 /**
  * The few commands sluice needs. This file is the one place that knows how ioredis (and its fork

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import { callKeys } from '../../src/core/keys.js';
-import { compiled, scriptArgs } from '../../src/core/script.js';
+import { compiled, scriptArgs } from '../../src/engine/driver.js';
 import { createLimiter, fixedWindow, redisStore, slidingLog, type Decision } from '../../src/index.js';
 
 type Command = (...args: string[]) => Promise<unknown>;

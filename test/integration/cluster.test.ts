@@ -4,7 +4,7 @@ import { GlideClusterClient } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
 import { Cluster as ValkeyCluster } from 'iovalkey';
 import { createCluster } from 'redis';
-import { scriptFor } from '../../src/core/script.js';
+import { scriptFor } from '../../src/engine/driver.js';
 import { createLimiter, redisStore, type Limiter } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import {

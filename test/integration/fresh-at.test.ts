@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor, type Op } from '../../src/core/script.js';
+import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
 import { createLimiter, gcra, redisStore, tokenBucket, type Policy } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor, type Op } from '../../src/core/script.js';
+import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
 import type { Script } from '../../src/core/types.js';
 import { createLimiter, fixedWindow, gcra, redisStore, tokenBucket, type Policy } from '../../src/index.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';

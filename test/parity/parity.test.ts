@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { concurrency, memoryStore, redisStore, type Policy } from '../../src/index.js';
 import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor, type Op } from '../../src/core/script.js';
+import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
 import type { Reply } from '../../src/core/types.js';
 import { algorithms } from '../support/algorithms.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';

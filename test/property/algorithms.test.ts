@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor } from '../../src/core/script.js';
+import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import type { Decision, Policy, Reply, Write } from '../../src/core/types.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';

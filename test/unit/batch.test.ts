@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { batchArguments, settle, type Request } from '../../src/stores/batch.js';
+import { batchArguments, settle, type Request } from '../../src/engine/batch.js';
 
 function request(keys: string[], args: string[]): Request & { outcome?: unknown } {
   const r: Request & { outcome?: unknown } = {

@@ -9,7 +9,7 @@ import {
   splitKey,
   storageKey,
 } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor } from '../../src/core/script.js';
+import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { settle, type Request } from '../../src/stores/batch.js';
-import { unpackArray } from '../../src/stores/msgpack.js';
+import { settle, type Request } from '../../src/engine/batch.js';
+import { unpackArray } from '../../src/engine/msgpack.js';
 
 const bytes = (...values: number[]) => Buffer.from(values);
 

@@ -1,4 +1,4 @@
-import { createLimiter } from '../../core/limiter.js';
+import { createLimiter } from '../../limiter/limiter.js';
 import { storageKey } from '../../core/keys.js';
 import { REDIS_HELP, UsageError, onePositional, prefixOf, redisOption, type Command } from '../command.js';
 import { POLICY_SYNTAX, describePolicy, parsePolicySpec } from '../policy-spec.js';

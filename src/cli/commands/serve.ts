@@ -1,6 +1,6 @@
 import { memoryStore } from '../../stores/memory.js';
 import { redisStore } from '../../stores/redis.js';
-import type { Store } from '../../stores/store.js';
+import type { Store } from '../../engine/store.js';
 import { parseDuration } from '../../core/duration.js';
 import {
   EXIT,

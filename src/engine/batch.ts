@@ -1,5 +1,5 @@
 import { sha1Hex } from '../core/digest.js';
-import { readServerTime } from '../core/script.js';
+import { readServerTime } from './driver.js';
 import type { Arg, Script } from '../core/types.js';
 import { unpackArray } from './msgpack.js';
 

@@ -1,10 +1,10 @@
-import { parseDuration, type Duration } from './duration.js';
-import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from './errors.js';
-import { holdProcessOpen, timersOutliveRequests, warn } from './host.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from '../core/errors.js';
+import { holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
 import type { Limiter } from './limiter.js';
-import type { Decision, FailureReason, Policy } from './types.js';
-import { policyDecision } from './binding.js';
-import { nestedOptions } from './validate.js';
+import type { Decision, FailureReason, Policy } from '../core/types.js';
+import { policyDecision } from '../core/binding.js';
+import { nestedOptions } from '../core/validate.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:

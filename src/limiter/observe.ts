@@ -1,6 +1,6 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { warn } from '../core/host.js';
-import { limitEach, waitThrough, type Lease, type Limiter, type Reservation } from '../core/limiter.js';
+import { limitEach, waitThrough, type Lease, type Limiter, type Reservation } from './limiter.js';
 import type { Decision } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 

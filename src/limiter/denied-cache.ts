@@ -1,6 +1,6 @@
-import { InvalidOptionError } from './errors.js';
-import type { Decision } from './types.js';
-import { nestedOptions, positiveInteger } from './validate.js';
+import { InvalidOptionError } from '../core/errors.js';
+import type { Decision } from '../core/types.js';
+import { nestedOptions, positiveInteger } from '../core/validate.js';
 
 export interface DeniedCacheOptions {
   /** The most denied keys remembered; past it the oldest is forgotten. */

@@ -1,13 +1,13 @@
-import { localRun, type Store } from '../stores/store.js';
-import { parseDuration, type Duration } from './duration.js';
-import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from './errors.js';
-import { bindingPolicy, policyDecision } from './binding.js';
+import { localRun, type Store } from '../engine/store.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from '../core/errors.js';
+import { bindingPolicy, policyDecision } from '../core/binding.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
-import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from './keys.js';
-import { compiled, scriptArgs, scriptFor, type Op } from './script.js';
-import type { Arg, Decision, Policy, PolicyDecision, Reply } from './types.js';
-import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from './validate.js';
+import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from '../core/keys.js';
+import { compiled, scriptArgs, scriptFor, type Op } from '../engine/driver.js';
+import type { Arg, Decision, Policy, PolicyDecision, Reply } from '../core/types.js';
+import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from '../core/validate.js';
 
 export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */

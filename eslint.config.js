@@ -5,7 +5,20 @@ import tseslint from 'typescript-eslint';
 // The core runs on Web-standard APIs alone (Node, Bun, Deno, Workers; docs/runtimes.md): only the
 // CLI, the decision service and the node:http adapter may import Node's modules.
 const NODE_MODULES_MESSAGE =
-  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts';
+  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts and incoming.ts';
+
+const NODE_BUILTINS = builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE }));
+const NODE_PREFIX = { regex: '^node:', message: NODE_MODULES_MESSAGE };
+
+// Each layer under src and the layers it may import (docs/architecture.md, "Layers").
+const LAYERS = {
+  core: [],
+  engine: ['core'],
+  algorithms: ['core', 'engine'],
+  stores: ['core', 'engine'],
+  limiter: ['core', 'engine'],
+  http: ['core'],
+};
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/'] },
@@ -19,16 +32,45 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts'],
+    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/incoming.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: NODE_BUILTINS, patterns: [NODE_PREFIX] }],
+      'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }],
+    },
+  },
+  // Imports point down (docs/architecture.md, "Layers"); these layers also run on Web-standard APIs alone.
+  ...Object.entries(LAYERS).map(([folder, below]) => ({
+    files: [`src/${folder}/**/*.ts`],
     rules: {
       'no-restricted-imports': [
         'error',
         {
-          paths: builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE })),
-          patterns: [{ regex: '^node:', message: NODE_MODULES_MESSAGE }],
+          paths: NODE_BUILTINS,
+          patterns: [
+            NODE_PREFIX,
+            {
+              regex: below.length === 0 ? '^\\.\\./' : `^\\.\\./(?!(${below.join('|')})/)`,
+              message: `src/${folder} may import only ${below.length === 0 ? 'its own folder' : below.map((f) => `src/${f}`).join(' and ')} (docs/architecture.md, "Layers")`,
+            },
+          ],
         },
       ],
-      'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }],
+    },
+  })),
+  {
+    files: ['src/cli/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(engine|limiter|stores|algorithms|http|adapters)/',
+              message: 'the CLI uses the public API: import it from src/index.ts (docs/architecture.md, "Layers")',
+            },
+          ],
+        },
+      ],
     },
   },
   {
@@ -38,6 +80,7 @@ export default tseslint.config(
       'src/cli/**',
       'src/serve/**',
       'src/adapters/node.ts',
+      'src/adapters/incoming.ts',
       'src/adapters/fastify.ts',
       'src/stores/redis.ts',
       'src/engine/batch.ts',

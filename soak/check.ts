@@ -4,6 +4,7 @@ import { callKeys } from '../src/core/keys.js';
 import { hashSlot } from '../src/stores/slot.js';
 import { readHistory, type CallRecord, type FaultKind, type NodeRecord, type Timed } from './history.js';
 import { soakLimiters, TIMEOUT_MS, type Invariant } from './plan.js';
+import { enginePolicy } from '../src/engine/algorithm.js';
 
 /** A request Redis admitted: at its server time, `cost` units; a lease holds them until `heldUntilMs`. */
 export interface Admission {
@@ -311,7 +312,7 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     const soak = soakLimiters.find((l) => l.name === name);
     if (!soak) continue;
     list.sort((a, b) => a.atMs - b.atMs);
-    const slot = hashSlot(callKeys(prefix, key, [soak.policy])[0] ?? '');
+    const slot = hashSlot(callKeys(prefix, key, [enginePolicy(soak.policy)])[0] ?? '');
     const runs = healthyRuns(list, slot, losses);
     const checked = runs.reduce((sum, run) => sum + run.length, 0);
     summary.checkedAdmissions += checked;

@@ -1,14 +1,17 @@
-export {
-  createLimiter,
-  type Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type WaitOptions,
-  type Lease,
-  type Reservation,
-  type CostByUnit,
-} from './limiter/limiter.js';
-export type { Decision, FailureReason, Policy, PolicyDecision } from './core/types.js';
+export { createLimiter, type LimiterOptions } from './limiter/limiter.js';
+export type {
+  CostByUnit,
+  Decision,
+  FailureReason,
+  Lease,
+  Limiter,
+  LimitOptions,
+  Policy,
+  PolicyDecision,
+  Reservation,
+  StorageKeys,
+  WaitOptions,
+} from './core/types.js';
 export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './limiter/failure.js';
 export type { DeniedCacheOptions } from './limiter/denied-cache.js';
 export type { Duration } from './core/duration.js';

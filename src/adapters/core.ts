@@ -1,12 +1,14 @@
 import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
-import {
-  createLimiter,
-  type CostByUnit,
-  type Limiter,
-  type LimitOptions,
-  type Reservation,
-} from '../limiter/limiter.js';
-import type { Decision, Policy, PolicyDecision } from '../core/types.js';
+import { createLimiter } from '../limiter/limiter.js';
+import type {
+  CostByUnit,
+  Decision,
+  LimitOptions,
+  Limiter,
+  Policy,
+  PolicyDecision,
+  Reservation,
+} from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
 import {
   addressKey,

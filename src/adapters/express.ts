@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import { clientAddressOf, type RateLimitOptions } from './core.js';
-import { incomingFacts, limitIncoming } from './node.js';
+import { incomingFacts, limitIncoming } from './incoming.js';
 
 const expressFacts = (req: Request, res?: Response) => incomingFacts(req, () => req.ip, res);
 const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
@@ -12,6 +12,7 @@ export const clientAddress: (req: Request, options?: ClientAddressOptions) => st
   EXPRESS.proxySetting,
 );
 
+// Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
 export type {
   Denial,
   DenialResponse,
@@ -20,7 +21,7 @@ export type {
   SluiceWarning,
   SluiceWarningCode,
   StoreFailurePolicy,
-} from './core.js';
+} from './incoming.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidOptionError } from '../core/errors.js';
 import { clientAddressOf, createRateLimit, routeOptions, type RateLimitInfo, type RateLimitOptions } from './core.js';
-import { incomingFacts, onResponseEnd } from './node.js';
+import { incomingFacts, onResponseEnd } from './incoming.js';
 
 export type {
   Denial,

@@ -7,7 +7,7 @@ declare module 'koa' {
     rateLimit?: RateLimitInfo;
   }
 }
-import { incomingFacts, onResponseEnd } from './node.js';
+import { incomingFacts, onResponseEnd } from './incoming.js';
 
 export type {
   Denial,

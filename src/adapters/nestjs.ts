@@ -31,7 +31,7 @@ import {
   type RateLimitOptions,
   type RequestFacts,
 } from './core.js';
-import { applyOutcome, incomingFacts, onResponseEnd } from './node.js';
+import { applyOutcome, incomingFacts, onResponseEnd } from './incoming.js';
 
 export type {
   Denial,

@@ -123,6 +123,7 @@ function withTtl(held: [number, number][], now: number) {
 
 const algorithm = defineAlgorithm<Leases>({
   id: 'cc',
+  leases: true,
   lua: LUA,
   decide(now, entry, cost, [limit = 0, leaseMs = 1], peek) {
     const held = live(entry?.value, now);

@@ -1,7 +1,9 @@
 import { parseDuration, type Duration } from '../core/duration.js';
-import type { Entry, Policy } from '../core/types.js';
+import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from '../engine/algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
+import type { Entry } from '../engine/script.js';
+import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 
 export interface FixedWindowOptions {
   /** Requests admitted per window. */
@@ -93,6 +95,7 @@ function current(now: number, entry: Entry<number> | undefined, window: number):
 
 const algorithm = defineAlgorithm<number>({
   id: 'fw',
+  stableDenials: true,
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1]) {
     const resetAfter = window - (now % window);

@@ -132,6 +132,7 @@ function write(ahead: number, perMs: number) {
 export function freshAtAlgorithm(id: string): Algorithm {
   return defineAlgorithm<number>({
     id,
+    stableDenials: true,
     lua: lua(id, WITH_PEXPIRETIME),
     luaWithoutPexpiretime: lua(id, WITHOUT_PEXPIRETIME),
     decide(now, entry, cost, [step = 1, size = 0, perMs = 1]) {

@@ -2,7 +2,8 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { definePolicy, rateName } from '../engine/algorithm.js';
+import { definePolicy } from '../engine/algorithm.js';
+import { rateName } from './policy.js';
 import { freshAtAlgorithm } from './fresh-at.js';
 
 export interface GcraOptions {

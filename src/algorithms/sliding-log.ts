@@ -1,7 +1,9 @@
 import { parseDuration, type Duration } from '../core/duration.js';
-import type { Entry, Policy } from '../core/types.js';
+import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from '../engine/algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
+import type { Entry } from '../engine/script.js';
+import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface SlidingLogOptions {
@@ -100,6 +102,7 @@ function firstAfter(log: Log, cutoff: number): number {
 
 const algorithm = defineAlgorithm<Log>({
   id: 'sl',
+  stableDenials: true,
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1]) {
     const log = entry?.value ?? [];

@@ -2,7 +2,8 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged, WINDOW_PEER_NAMES, rateName } from '../engine/algorithm.js';
+import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
+import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */
@@ -113,6 +114,7 @@ function counters(now: number, stored: Counters | undefined, window: number): Co
 
 const algorithm = defineAlgorithm<Counters>({
   id: 'sw',
+  stableDenials: true,
   lua: LUA,
   decide(now, entry, cost, [limit = 0, window = 1]) {
     const { start, previous, current } = counters(now, entry?.value, window);

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
-import { redisStore } from '../stores/redis.js';
-import type { Store } from '../engine/store.js';
+import { redisStore, type Store } from '../index.js';
 import { UsageError } from './command.js';
 
 export interface RedisConnection {

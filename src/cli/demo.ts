@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { concurrency } from '../algorithms/concurrency.js';
-import { fixedWindow } from '../algorithms/fixed-window.js';
-import { gcra } from '../algorithms/gcra.js';
-import { slidingLog } from '../algorithms/sliding-log.js';
-import { slidingWindow } from '../algorithms/sliding-window.js';
-import { tokenBucket } from '../algorithms/token-bucket.js';
-import { createLimiter, type Limiter } from '../limiter/limiter.js';
-import type { Policy } from '../core/types.js';
-import { rateLimitResponse } from '../http/headers.js';
-import { memoryStore } from '../stores/memory.js';
-import type { Store } from '../engine/store.js';
+import {
+  concurrency,
+  createLimiter,
+  fixedWindow,
+  gcra,
+  memoryStore,
+  rateLimitResponse,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  type Limiter,
+  type Policy,
+  type Store,
+} from '../index.js';
 import { connectRedis } from './connect.js';
 import { RedisServerMissingError, startRedisServer, type RedisServer } from './redis-server.js';
 

@@ -1,10 +1,5 @@
-import { fixedWindow } from '../algorithms/fixed-window.js';
-import { gcra } from '../algorithms/gcra.js';
-import { slidingLog } from '../algorithms/sliding-log.js';
-import { slidingWindow } from '../algorithms/sliding-window.js';
-import { tokenBucket } from '../algorithms/token-bucket.js';
+import { fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket, type Policy } from '../index.js';
 import { parseDuration } from '../core/duration.js';
-import type { Policy } from '../core/types.js';
 import { UsageError, validFlag } from './command.js';
 
 /**

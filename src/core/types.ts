@@ -1,4 +1,4 @@
-import type { Algorithm } from '../engine/algorithm.js';
+import type { Duration } from './duration.js';
 import type { StoreError } from './errors.js';
 
 /** Why a decision was made without the store: it failed, or did not reply within the timeout. */
@@ -49,55 +49,6 @@ export interface PolicyDecision {
   readonly retryAfterMs: number;
 }
 
-/**
- * What the composite script replies, in Redis and in memory alike:
- * [allowed (1|0), now (the server's time in ms), blocked for ms (0 if not blocked),
- *  then five numbers per policy: allowed, remaining, resetAfterMs, retryAfterMs, extra (a lease id)].
- */
-export type Reply = readonly number[];
-
-/** One key's state as a twin sees it: its value and, like PTTL, the milliseconds it has left. */
-export interface Entry<V> {
-  readonly value: V;
-  readonly ttlMs: number;
-}
-
-/** What a twin does to one key: keep it (undefined), delete it (null) or write it with a TTL. */
-export type Write<V> = Entry<V> | null | undefined;
-
-/** A script argument: what Redis receives as ARGV. */
-export type Arg = string | number;
-
-/**
- * One atomic step, twice: `lua` runs inside Redis, `twin` is the same step in TypeScript.
- * The twin takes the time as an argument and returns what it writes instead of writing, so the
- * memory store can apply it and tests can drive it with any clock.
- */
-export interface Script {
-  readonly name: string;
-  /** The whole script: `setup`, then `body`. */
-  readonly lua: string;
-  /** Definitions: the algorithms' functions and the driver, `decideCall`. A batch runs them once, then the driver per request. */
-  readonly setup: string;
-  /** A call on its own: reads the time, runs the driver on KEYS and ARGV, returns its reply. */
-  readonly body: string;
-  /** SHA1 of `lua`, for EVALSHA. */
-  readonly sha: string;
-  /**
-   * The same step for a server without PEXPIRETIME (before Redis 7.0), which `lua` calls;
-   * undefined when `lua` runs on any Redis from 6.2.
-   */
-  readonly withoutPexpiretime?: Script;
-  twin(
-    now: number,
-    entries: readonly (Entry<unknown> | undefined)[],
-    args: readonly Arg[],
-  ): {
-    reply: Reply;
-    writes: readonly Write<unknown>[];
-  };
-}
-
 /** What is allowed: built by fixedWindow(), slidingLog(), tokenBucket(), gcra(), slidingWindow(), concurrency(). */
 export interface Policy {
   /** The algorithm, e.g. 'fixed-window'. */
@@ -112,8 +63,91 @@ export interface Policy {
   readonly windowMs: number;
   /** The largest cost that can ever be admitted. */
   readonly maxCost: number;
-  /** The algorithm's Lua and twin; internal to sluice. */
-  readonly kind: Algorithm;
-  /** The numeric parameters the algorithm receives; internal to sluice. */
-  readonly params: readonly number[];
+}
+
+/**
+ * A request's cost in each unit its policies count (their `counts`): `{ requests: 1, tokens: 1200 }`.
+ * A unit left out costs 0 in the policies that count it.
+ */
+export type CostByUnit = Readonly<Record<string, number>>;
+
+export interface LimitOptions {
+  /**
+   * What this request uses (default 1): a whole number from 1 to each policy's limit, taken in
+   * every policy; or each unit's own (CostByUnit), from 0, at least one above 0.
+   */
+  cost?: number | CostByUnit;
+  /** Decide this call under other policies (a paid tier, a dynamic limit); the key's state is shared. */
+  policy?: Policy | readonly Policy[];
+}
+
+export interface WaitOptions extends LimitOptions {
+  /** Give up (resolve with the denial) when the wait would end later than this. Default: no limit. */
+  timeout?: Duration;
+  /** Aborting, before the call or during the wait, rejects with the signal's reason itself. */
+  signal?: AbortSignal;
+}
+
+/**
+ * A request admitted at an estimate of its cost, from reserve(): once its true cost is known,
+ * settle() corrects the charge. Unsettled, it stays charged at the estimate.
+ */
+export interface Reservation extends Decision {
+  /**
+   * Corrects the charge to `actual` (a number for every policy, or CostByUnit; units left out
+   * cost 0): gives back what the estimate took too much, as refund() does, and takes what it took
+   * too little even past the limit, leaving the key in debt, denied until time pays it off (at
+   * most one limit's worth of debt per policy is taken). Resolves true when this call settled the
+   * reservation; false when it was settled or cancelled before, or charged nothing (denied, or
+   * decided without the store). A failed settle rejects with a StoreError, changes nothing, and
+   * may be retried.
+   */
+  settle(actual: number | CostByUnit): Promise<boolean>;
+  /** Gives back the whole estimate: settle(0). */
+  cancel(): Promise<boolean>;
+}
+
+/** A slot taken by acquire() under a concurrency policy. */
+export interface Lease extends Decision {
+  /** Gives the slot back. Resolves false if it was not held (already released, expired, or denied). */
+  release(): Promise<boolean>;
+  /** Holds the slot for `ms` more from now (default: the policy's leaseMs). False if no longer held. */
+  extend(ms?: Duration): Promise<boolean>;
+}
+
+export interface Limiter {
+  readonly policies: readonly Policy[];
+  /** The first policy (the only one, for most limiters). */
+  readonly policy: Policy;
+  readonly prefix: string;
+  /** Decides one request and counts it if admitted. Resolves whether allowed or denied. */
+  limit(key: string, options?: LimitOptions): Promise<Decision>;
+  /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
+  peek(key: string, options?: Pick<LimitOptions, 'policy'>): Promise<Decision>;
+  /** Decides several keys at once: every request is sent before any answer is awaited. */
+  limitMany(keys: readonly string[], options?: LimitOptions): Promise<Decision[]>;
+  /** Forgets this key's state, blocks included. */
+  reset(key: string): Promise<void>;
+  /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
+  refund(key: string, cost?: number | CostByUnit, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
+  /** As limit(), at an estimated cost that settle() corrects once the true cost is known; see Reservation. */
+  reserve(key: string, options?: LimitOptions): Promise<Reservation>;
+  /** Denies every request of this key for `duration`, without touching its counters. */
+  block(key: string, duration: Duration): Promise<void>;
+  /** Waits exactly as long as the limit demands, then takes the units; see WaitOptions. */
+  waitFor(key: string, options?: WaitOptions): Promise<Decision>;
+  /** Takes a slot of the limiter's concurrency policy; release it when the work is done. */
+  acquire(key: string, options?: LimitOptions): Promise<Lease>;
+  /** The Redis keys that hold this key's state, for inspecting or repairing it by hand. Asks the store nothing. */
+  storageKeys(key: string): StorageKeys;
+}
+
+/** The Redis keys of one key's state under a limiter. Each exists only while it holds something. */
+export interface StorageKeys {
+  /** The block: set by block() and the penalty box. */
+  readonly block: string;
+  /** Denials in a row, counted by the penalty box. */
+  readonly strikes: string;
+  /** Each policy's state, in the limiter's order. */
+  readonly policies: readonly string[];
 }

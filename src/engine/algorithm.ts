@@ -1,6 +1,5 @@
-import type { Entry, Policy, Write } from '../core/types.js';
-import { formatDuration } from '../core/duration.js';
-import type { PeerNames } from '../core/validate.js';
+import type { Policy } from '../core/types.js';
+import type { Entry, Write } from './script.js';
 
 /**
  * What one policy says of one request before anything is written. The composite script asks every
@@ -53,6 +52,13 @@ export interface Step<V> {
 export interface Algorithm<V = unknown> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */
   readonly id: string;
+  /** Admits by lending slots, which acquire() takes and a lease gives back (concurrency). */
+  readonly leases?: true;
+  /**
+   * A denial stands until its retryAfter unless the key's state is changed by hand (refund, reset):
+   * the denied-key cache may answer it from memory. Not so for slots that a release frees at any moment.
+   */
+  readonly stableDenials?: true;
   readonly lua: string;
   /** Its Lua for a server without PEXPIRETIME (Redis 6.2), where `lua` calls it. */
   readonly luaWithoutPexpiretime?: string;
@@ -87,31 +93,29 @@ export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
 
 export const unchanged = { write: undefined, done: false } as const;
 
-/** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
-export function definePolicy(
-  fields: Omit<Policy, 'kind' | 'params'>,
-  kind: Algorithm,
-  params: readonly number[],
-): Policy {
-  return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as Policy;
+/** A policy as the engine sees it: its public fields, its algorithm and the parameters the algorithm receives. */
+export interface EnginePolicy extends Policy {
+  readonly kind: Algorithm;
+  readonly params: readonly number[];
 }
 
-const WINDOW = 'ms, or a string such as "1m"';
+/** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
+export function definePolicy(fields: Policy, kind: Algorithm, params: readonly number[]): Policy {
+  return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as EnginePolicy;
+}
 
-/** The peers' names (express-rate-limit, rate-limiter-flexible, @fastify/rate-limit) for a window policy's options. */
-export const WINDOW_PEER_NAMES: PeerNames = {
-  max: 'use "limit"',
-  points: 'use "limit"',
-  windowMs: `use "window" (${WINDOW})`,
-  timeWindow: `use "window" (${WINDOW})`,
-  duration: `use "window" (${WINDOW}; rate-limiter-flexible's duration is in seconds, sluice's numbers in ms)`,
-};
+/** The engine's view of a policy built by one of the algorithms. */
+export function enginePolicy(policy: Policy): EnginePolicy {
+  if (!isEnginePolicy(policy)) throw new TypeError(`not a policy built by sluice: ${JSON.stringify(policy)}`);
+  return policy;
+}
 
-/**
- * A rate as an unnamed policy's default name, `<count>-per-<duration>` ('5-per-1s', '100-per-15m'):
- * it tells a client reading the headers what the policy allows, and tells apart the policies of a
- * limiter that differ in it. Always a valid name (see policyName).
- */
-export function rateName(count: number, ms: number): string {
-  return `${count}-per-${formatDuration(ms)}`;
+/** Whether `value` is a policy built by one of the algorithms (a plain object with the same fields is not). */
+export function isEnginePolicy(value: unknown): value is EnginePolicy {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as EnginePolicy).kind === 'object' &&
+    Array.isArray((value as EnginePolicy).params)
+  );
 }

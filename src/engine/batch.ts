@@ -1,6 +1,6 @@
 import { sha1Hex } from '../core/digest.js';
 import { readServerTime } from './driver.js';
-import type { Arg, Script } from '../core/types.js';
+import type { Arg, Script } from './script.js';
 import { unpackArray } from './msgpack.js';
 
 /** A script that runs another script once per request, in one EVALSHA. */

@@ -1,7 +1,7 @@
 import type { Algorithm, Step } from './algorithm.js';
 import { sha1Hex } from '../core/digest.js';
 import { MAX_DURATION_MS } from '../core/duration.js';
-import type { Arg, Entry, Script, Write } from '../core/types.js';
+import type { Arg, Entry, Script, Write } from './script.js';
 
 /** What a call asks of the script. */
 export type Op = 'limit' | 'peek' | 'refund' | 'settle' | 'release' | 'extend' | 'block' | 'reset';

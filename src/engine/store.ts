@@ -1,4 +1,4 @@
-import type { Arg, Reply, Script } from '../core/types.js';
+import type { Arg, Reply, Script } from './script.js';
 
 /**
  * Where state lives. A store runs a script's atomic step on some keys and knows nothing about
@@ -12,27 +12,20 @@ export interface Store {
    * (or one that was refused). A store that answers at once may ignore it.
    */
   run(script: Script, keys: readonly string[], args: readonly Arg[], validForMs?: number): Promise<Reply>;
+  /**
+   * Present on a store that decides in this process, at once, and cannot fail (the memory store):
+   * the same step as `run`, asked by the client's id and the names of its state's parts instead of
+   * key strings built per call, and without the timeout and failure policy that guard a store
+   * across a network. Not enumerable, so a copy of the store with its own `run` (a wrapper that
+   * fails on purpose, say) is asked through that `run`.
+   */
+  readonly runLocal?: LocalRun;
 }
 
-/** How a limiter asks a local store for one atomic step: by the client's id and its parts' names. */
+/** A local store's step: by the client's id and its parts' names (see Store.runLocal). */
 export type LocalRun = (id: string, parts: readonly string[], script: Script, args: readonly Arg[]) => Reply;
 
-// Known by identity: a wrapper around a local store (a spread copy with its own `run`, say) is not
-// one, so its `run` is called as for any store.
-const localRuns = new WeakMap<Store, LocalRun>();
-
-/**
- * Marks a store that decides in this process, at once, and cannot fail (the memory store). A
- * limiter asks it directly, by the client's id and the names of its state's parts, without building
- * a key string per call, and without the timeout and failure policy that guard a store across a
- * network.
- */
-export function asLocalStore<S extends Store>(store: S, run: LocalRun): S {
-  localRuns.set(store, run);
-  return store;
-}
-
-/** The direct way to ask `store`, if it is a local store. */
-export function localRun(store: Store): LocalRun | undefined {
-  return localRuns.get(store);
+/** Gives `store` its local step, not enumerable (see Store.runLocal). */
+export function asLocalStore<S extends Store>(store: S, runLocal: LocalRun): S {
+  return Object.defineProperty(store, 'runLocal', { value: runLocal });
 }

@@ -1,8 +1,7 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from '../core/errors.js';
 import { holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
-import type { Limiter } from './limiter.js';
-import type { Decision, FailureReason, Policy } from '../core/types.js';
+import type { Decision, FailureReason, Limiter, Policy } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { nestedOptions } from '../core/validate.js';
 

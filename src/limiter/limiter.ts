@@ -1,13 +1,26 @@
-import { localRun, type Store } from '../engine/store.js';
+import { bindingPolicy, policyDecision } from '../core/binding.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from '../core/errors.js';
-import { bindingPolicy, policyDecision } from '../core/binding.js';
+import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from '../core/keys.js';
+import type {
+  CostByUnit,
+  Decision,
+  Lease,
+  LimitOptions,
+  Limiter,
+  Policy,
+  PolicyDecision,
+  Reservation,
+  WaitOptions,
+} from '../core/types.js';
+import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from '../core/validate.js';
+import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
+import { compiled, scriptArgs, scriptFor, type Op } from '../engine/driver.js';
+import { decodeReply, type DecodedReply } from '../engine/reply.js';
+import type { Arg } from '../engine/script.js';
+import type { Store } from '../engine/store.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
-import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from '../core/keys.js';
-import { compiled, scriptArgs, scriptFor, type Op } from '../engine/driver.js';
-import type { Arg, Decision, Policy, PolicyDecision, Reply } from '../core/types.js';
-import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from '../core/validate.js';
 
 export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
@@ -24,100 +37,16 @@ export interface LimiterOptions extends FailureOptions {
   deniedCache?: DeniedCacheOptions;
 }
 
-/**
- * A request's cost in each unit its policies count (their `counts`): `{ requests: 1, tokens: 1200 }`.
- * A unit left out costs 0 in the policies that count it.
- */
-export type CostByUnit = Readonly<Record<string, number>>;
-
-export interface LimitOptions {
-  /**
-   * What this request uses (default 1): a whole number from 1 to each policy's limit, taken in
-   * every policy; or each unit's own (CostByUnit), from 0, at least one above 0.
-   */
-  cost?: number | CostByUnit;
-  /** Decide this call under other policies (a paid tier, a dynamic limit); the key's state is shared. */
-  policy?: Policy | readonly Policy[];
-}
-
-export interface WaitOptions extends LimitOptions {
-  /** Give up (resolve with the denial) when the wait would end later than this. Default: no limit. */
-  timeout?: Duration;
-  /** Aborting, before the call or during the wait, rejects with the signal's reason itself. */
-  signal?: AbortSignal;
-}
-
-/**
- * A request admitted at an estimate of its cost, from reserve(): once its true cost is known,
- * settle() corrects the charge. Unsettled, it stays charged at the estimate.
- */
-export interface Reservation extends Decision {
-  /**
-   * Corrects the charge to `actual` (a number for every policy, or CostByUnit; units left out
-   * cost 0): gives back what the estimate took too much, as refund() does, and takes what it took
-   * too little even past the limit, leaving the key in debt, denied until time pays it off (at
-   * most one limit's worth of debt per policy is taken). Resolves true when this call settled the
-   * reservation; false when it was settled or cancelled before, or charged nothing (denied, or
-   * decided without the store). A failed settle rejects with a StoreError, changes nothing, and
-   * may be retried.
-   */
-  settle(actual: number | CostByUnit): Promise<boolean>;
-  /** Gives back the whole estimate: settle(0). */
-  cancel(): Promise<boolean>;
-}
-
-/** A slot taken by acquire() under a concurrency policy. */
-export interface Lease extends Decision {
-  /** Gives the slot back. Resolves false if it was not held (already released, expired, or denied). */
-  release(): Promise<boolean>;
-  /** Holds the slot for `ms` more from now (default: the policy's leaseMs). False if no longer held. */
-  extend(ms?: Duration): Promise<boolean>;
-}
-
-export interface Limiter {
-  readonly policies: readonly Policy[];
-  /** The first policy (the only one, for most limiters). */
-  readonly policy: Policy;
-  readonly prefix: string;
-  /** Decides one request and counts it if admitted. Resolves whether allowed or denied. */
-  limit(key: string, options?: LimitOptions): Promise<Decision>;
-  /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
-  peek(key: string, options?: Pick<LimitOptions, 'policy'>): Promise<Decision>;
-  /** Decides several keys at once: every request is sent before any answer is awaited. */
-  limitMany(keys: readonly string[], options?: LimitOptions): Promise<Decision[]>;
-  /** Forgets this key's state, blocks included. */
-  reset(key: string): Promise<void>;
-  /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
-  refund(key: string, cost?: number | CostByUnit, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
-  /** As limit(), at an estimated cost that settle() corrects once the true cost is known; see Reservation. */
-  reserve(key: string, options?: LimitOptions): Promise<Reservation>;
-  /** Denies every request of this key for `duration`, without touching its counters. */
-  block(key: string, duration: Duration): Promise<void>;
-  /** Waits exactly as long as the limit demands, then takes the units; see WaitOptions. */
-  waitFor(key: string, options?: WaitOptions): Promise<Decision>;
-  /** Takes a slot of the limiter's concurrency policy; release it when the work is done. */
-  acquire(key: string, options?: LimitOptions): Promise<Lease>;
-}
-
 function isStore(value: unknown): value is Store {
   return typeof value === 'object' && value !== null && typeof (value as Store).run === 'function';
-}
-
-function isPolicy(value: unknown): value is Policy {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Policy).kind === 'object' &&
-    Array.isArray((value as Policy).params)
-  );
 }
 
 function policyList(
   value: unknown,
   Invalid: typeof InvalidOptionError | typeof InvalidArgumentError,
-): readonly Policy[] {
+): readonly EnginePolicy[] {
   const list = Array.isArray(value) ? (value as unknown[]) : [value];
-  if (list.length === 0 || !list.every(isPolicy)) {
+  if (list.length === 0 || !list.every(isEnginePolicy)) {
     throw new Invalid(
       'policy',
       value,
@@ -255,37 +184,43 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
-function decide(reply: Reply, policies: readonly Policy[]): Decision {
-  const allowed = reply[0] === 1;
+function decisionOf(reply: DecodedReply, policies: readonly Policy[]): Decision {
   const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
-    const at = 3 + i * 5;
-    return policyDecision(policy, reply[at] === 1, reply[at + 1] ?? 0, reply[at + 2] ?? 0, reply[at + 3] ?? 0);
+    const part = reply.policies[i];
+    return part === undefined
+      ? policyDecision(policy, false, 0, 0, 0)
+      : policyDecision(policy, part.allowed, part.remaining, part.resetAfterMs, part.retryAfterMs);
   });
   const binding = bindingPolicy(perPolicy);
-  const blockedForMs = reply[2] ?? 0;
   const decision: { -readonly [K in keyof Decision]: Decision[K] } = {
-    allowed,
+    allowed: reply.allowed,
     limit: binding.limit,
     remaining: binding.remaining,
     resetAfterMs: binding.resetAfterMs,
-    retryAfterMs: allowed ? 0 : binding.retryAfterMs,
+    retryAfterMs: reply.allowed ? 0 : binding.retryAfterMs,
     policies: perPolicy,
   };
-  if (blockedForMs > 0) decision.blockedForMs = blockedForMs;
+  if (reply.blockedForMs > 0) decision.blockedForMs = reply.blockedForMs;
   return decision;
 }
 
 /** The suffixes of a call's Redis keys and the memory store's names for the same parts. */
-function layoutOf(prefix: string, list: readonly Policy[], withStrikes: boolean) {
+function layoutOf(prefix: string, list: readonly EnginePolicy[], withStrikes: boolean) {
   const suffixes = callSuffixes(list, withStrikes);
   return { suffixes, parts: suffixes.map((suffix) => partName(prefix, suffix)) };
 }
 
-/** What consume() sent for acquire(): the policies and cost, and the store's reply if it answered. */
-interface Sent {
-  list: readonly Policy[];
-  cost: Costs;
-  reply?: Reply;
+/** A decided request: the decision, and the store's reply when the store decided it. */
+interface Answer {
+  readonly decision: Decision;
+  /** Undefined when decided without the store: by onStoreError, or from the denied-key cache. */
+  readonly reply?: DecodedReply;
+}
+
+/** What consume() decided, and what it asked: the policies and the cost. */
+interface Consumed extends Answer {
+  readonly list: readonly EnginePolicy[];
+  readonly cost: Costs;
 }
 
 const LIMITER_OPTIONS = [
@@ -328,9 +263,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
   const guard = failureGuard(o);
-  // A concurrency slot can be released at any moment, so its denials cannot be cached.
   const denied =
-    o.deniedCache === undefined || policies.some((p) => p.algorithm === 'concurrency')
+    o.deniedCache === undefined || !policies.every((p) => p.kind.stableDenials === true)
       ? undefined
       : new DeniedCache(o.deniedCache);
   let penalty = { strikes: 0, blockMs: 0 };
@@ -340,16 +274,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   const withStrikes = penalty.strikes > 0;
-  const runLocally = localRun(store);
+  const runLocal = store.runLocal;
   const ownLayout = layoutOf(prefix, policies, withStrikes);
-  const layout = (list: readonly Policy[]) => (list === policies ? ownLayout : layoutOf(prefix, list, withStrikes));
-  const keysOf = (id: string, list: readonly Policy[]) => stemmed(prefix, id, layout(list).suffixes);
+  const layout = (list: readonly EnginePolicy[]) =>
+    list === policies ? ownLayout : layoutOf(prefix, list, withStrikes);
+  const keysOf = (id: string, list: readonly EnginePolicy[]) => stemmed(prefix, id, layout(list).suffixes);
   // The arguments of the limiter's own calls (limit, peek, refund), built once per op and cost
   // (for the first 64 costs of each): equal calls share one array, which the Redis store then
   // sends once per batch, and which the twin and the Lua read once.
   const ownArgs = new Map<Op, Map<number, readonly string[]>>();
 
-  function argsOf(list: readonly Policy[], op: Op, cost: Costs, target: number, ms: number): readonly Arg[] {
+  function argsOf(list: readonly EnginePolicy[], op: Op, cost: Costs, target: number, ms: number): readonly Arg[] {
     if (typeof cost !== 'number') return scriptArgs({ op, cost, target, ms, penalty, policies: list });
     const own = list === policies && target === 0 && ms === 0;
     const known = own ? ownArgs.get(op)?.get(cost) : undefined;
@@ -367,48 +302,54 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function run(
     validForMs: number,
     id: string,
-    list: readonly Policy[],
+    list: readonly EnginePolicy[],
     op: Op,
     cost: Costs = 1,
     target = 0,
     ms = 0,
-  ): Promise<Reply> {
-    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
+  ): Promise<DecodedReply> {
+    return store
+      .run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs)
+      .then(decodeReply);
+  }
+
+  /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
+  function change(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs, target = 0, ms = 0) {
+    return guard.settle((validForMs) => run(validForMs, id, list, op, cost, target, ms));
   }
 
   /**
-   * A limit or peek decision. A local store answers at once and cannot fail; any other store is
-   * asked through the failure guard. `sent` learns the store's reply, if it answered.
+   * A limit or peek, mapped by `answer`. A local store answers at once and cannot fail; any other
+   * store is asked through the failure guard, and `fallback` decides when it fails.
    */
-  function decideBy(
+  function decide<T>(
     id: string,
-    list: readonly Policy[],
+    list: readonly EnginePolicy[],
     op: 'limit' | 'peek',
     cost: Costs,
     fallback: (limiter: Limiter) => Promise<Decision>,
-    sent?: Sent,
-  ) {
-    if (runLocally) {
-      const reply = runLocally(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
-      if (sent) sent.reply = reply;
-      return Promise.resolve(decide(reply, list));
+    answer: (decision: Decision, reply?: DecodedReply) => T,
+  ): Promise<T> {
+    if (runLocal) {
+      const reply = decodeReply(runLocal(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0)));
+      return Promise.resolve(answer(decisionOf(reply, list), reply));
     }
-    return guard.decide(
-      list,
-      (validForMs) =>
-        run(validForMs, id, list, op, cost).then((reply) => {
-          if (sent) sent.reply = reply;
-          return decide(reply, list);
-        }),
-      fallback,
-    );
+    let reply: DecodedReply | undefined;
+    return guard
+      .decide(
+        list,
+        (validForMs) => run(validForMs, id, list, op, cost).then((decoded) => decisionOf((reply = decoded), list)),
+        fallback,
+      )
+      .then((decision) => answer(decision, reply));
   }
 
-  function policiesFor(value: unknown): readonly Policy[] {
+  function policiesFor(value: unknown): readonly EnginePolicy[] {
     return value === undefined ? policies : policyList(value, InvalidArgumentError);
   }
 
-  const ownLeases = policies.some((p) => p.algorithm === 'concurrency');
+  const leasing = (list: readonly EnginePolicy[]) => list.some((p) => p.kind.leases === true);
+  const ownLeases = leasing(policies);
   const shadowed = (decision: Decision): Decision => ({
     ...decision,
     allowed: true,
@@ -417,14 +358,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     shadowDenied: !decision.allowed,
   });
 
-  /** Decides and counts one request; `sent` learns what was asked, and the store's reply if it answered. Throws on bad input. */
-  function consume(key: string, options: LimitOptions | undefined, leases: boolean, sent?: Sent): Promise<Decision> {
+  /** Decides and counts one request, and says what it asked and how the store replied. Throws on bad input. */
+  function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<Consumed> {
     const k = validKey(key);
     const { cost: rawCost, policy } = callOptions(options);
     const list = policiesFor(policy);
     const cost = validCost(rawCost, list);
-    if (sent) Object.assign(sent, { list, cost });
-    if (leases !== (list === policies ? ownLeases : list.some((p) => p.algorithm === 'concurrency'))) {
+    if (leases !== (list === policies ? ownLeases : leasing(list))) {
       throw new WrongMethodError(
         leases
           ? 'acquire() needs a concurrency policy'
@@ -434,18 +374,77 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // Only the limiter's own policies, at cost 1, go through the denied-key cache.
     const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
     const cached = cache?.lookup(k);
-    if (cached) return Promise.resolve(shadow ? shadowed(cached) : cached);
+    if (cached) return Promise.resolve({ decision: shadow ? shadowed(cached) : cached, list, cost });
     const sentAt = cache?.now() ?? 0;
     const fallback = (other: Limiter) =>
       leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost });
-    let decision = decideBy(clientId(k), list, 'limit', cost, fallback, sent);
-    if (cache) {
-      decision = decision.then((made) => {
-        cache.learn(k, made, sentAt);
-        return made;
+    return decide(clientId(k), list, 'limit', cost, fallback, (decision, reply) => {
+      cache?.learn(k, decision, sentAt);
+      return { decision: shadow ? shadowed(decision) : decision, reply, list, cost };
+    });
+  }
+
+  /** settle() of a reservation: corrects the charge from `estimate` to what is `actual`, once. */
+  function settler(key: string, { list, cost: estimate, reply }: Consumed): (actual: unknown) => Promise<boolean> {
+    // Charged only if the store counted it: not when denied (a shadowed denial included), answered
+    // from the denied-key cache, or decided by onStoreError.
+    let settled: Promise<boolean> | undefined = reply?.allowed === true ? undefined : Promise.resolve(false);
+    const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
+    return (actual) =>
+      promised(() => {
+        const actualCosts = validAmount('actual', actual, list, true);
+        if (settled) return settled.then(() => false);
+        const deltas = list.map((_, i) => each(actualCosts, i) - each(estimate, i));
+        denied?.forget(key);
+        const settling = deltas.every((d) => d === 0)
+          ? Promise.resolve(true)
+          : change(clientId(key), list, 'settle', deltas).then(() => true);
+        settled = settling.catch((error: unknown) => {
+          // Nothing changed (a late call counts nothing): it may be settled again.
+          settled = undefined;
+          throw error;
+        });
+        return settled;
       });
-    }
-    return shadow ? decision.then(shadowed) : decision;
+  }
+
+  /** A lease's release() and extend(): on each concurrency policy that gave a slot. */
+  function leaseOf(key: string, { decision, reply, list, cost }: Consumed): Lease {
+    // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
+    // is its own to release, and 'allow' or 'deny' took no slot.
+    if (reply === undefined && 'release' in decision) return decision as Lease;
+    const keys = keysOf(clientId(key), list);
+    const first = withStrikes ? 2 : 1;
+    const held = list.flatMap((policy, i) => {
+      const leaseId = reply?.policies[i]?.leaseId ?? 0;
+      const slots = typeof cost === 'number' ? cost : (cost[i] as number);
+      return policy.kind.leases === true && leaseId > 0
+        ? [{ policy, leaseId, slots, keys: [...keys.slice(0, first), keys[first + i] as string] }]
+        : [];
+    });
+    const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
+      const replies = await Promise.all(
+        held.map(({ policy, leaseId, slots, keys }) =>
+          guard.settle((validForMs) =>
+            store.run(
+              scriptFor([policy.kind]),
+              keys,
+              scriptArgs({ op, cost: slots, target: leaseId, ms: msFor(policy), penalty, policies: [policy] }),
+              validForMs,
+            ),
+          ),
+        ),
+      );
+      return replies.some((r) => decodeReply(r).allowed);
+    };
+    return {
+      ...decision,
+      release: () => onEach('release', () => 0),
+      async extend(ms?: Duration) {
+        const extendMs = ms === undefined ? undefined : parseDuration('ms', ms, 1, InvalidArgumentError);
+        return onEach('extend', (policy) => extendMs ?? policy.windowMs);
+      },
+    };
   }
 
   const limiter: Limiter = {
@@ -453,13 +452,20 @@ export function createLimiter(options: LimiterOptions): Limiter {
     policy: policies[0] as Policy,
     prefix,
     limit(key, limitOptions) {
-      return promised(() => consume(key, limitOptions, false));
+      return promised(() => consume(key, limitOptions, false).then((consumed) => consumed.decision));
     },
     limitMany: (keys, limitOptions) => limitEach(limiter.limit, keys, limitOptions),
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
-      return decideBy(clientId(k), list, 'peek', 1, (fallback) => fallback.peek(k));
+      return decide(
+        clientId(k),
+        list,
+        'peek',
+        1,
+        (fallback) => fallback.peek(k),
+        (decision) => decision,
+      );
     },
     async reset(key) {
       const k = validKey(key);
@@ -476,81 +482,26 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const list = policiesFor(callOptions(refundOptions).policy);
       const costs = validAmount('cost', cost, list, false);
       denied?.forget(k);
-      return (await guard.settle((validForMs) => run(validForMs, clientId(k), list, 'refund', costs)))[0] === 1;
+      return (await change(clientId(k), list, 'refund', costs)).allowed;
     },
     async reserve(key, reserveOptions) {
-      const sent: Sent = { list: policies, cost: 1 };
-      const decision = await consume(key, reserveOptions, false, sent);
-      const { list, cost: estimate } = sent;
-      // Charged only if the store counted it: not when denied (a shadowed denial included), answered
-      // from the denied-key cache, or decided by onStoreError.
-      let settled: Promise<boolean> | undefined = sent.reply?.[0] === 1 ? undefined : Promise.resolve(false);
-      const settle = (actual: unknown): Promise<boolean> =>
-        promised(() => {
-          const actualCosts = validAmount('actual', actual, list, true);
-          if (settled) return settled.then(() => false);
-          const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
-          const deltas = list.map((_, i) => each(actualCosts, i) - each(estimate, i));
-          denied?.forget(key);
-          const settling = deltas.every((d) => d === 0)
-            ? Promise.resolve(true)
-            : guard.settle((validForMs) => run(validForMs, clientId(key), list, 'settle', deltas)).then(() => true);
-          settled = settling.catch((error: unknown) => {
-            // Nothing changed (a late call counts nothing): it may be settled again.
-            settled = undefined;
-            throw error;
-          });
-          return settled;
-        });
-      return { ...decision, settle, cancel: () => settle(0) };
+      const consumed = await consume(key, reserveOptions, false);
+      const settle = settler(key, consumed);
+      return { ...consumed.decision, settle, cancel: () => settle(0) } satisfies Reservation;
     },
     async block(key, duration) {
       const k = validKey(key);
       const ms = parseDuration('duration', duration, 1, InvalidArgumentError);
       denied?.forget(k);
-      await guard.settle((validForMs) => run(validForMs, clientId(k), policies, 'block', 1, ms));
+      await change(clientId(k), policies, 'block', 1, ms);
     },
     waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
     async acquire(key, acquireOptions) {
-      const sent: Sent = { list: policies, cost: 1 };
-      const decision = await consume(key, acquireOptions, true, sent);
-      const { reply, list, cost } = sent;
-      // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
-      // is its own to release, and 'allow' or 'deny' took no slot.
-      if (reply === undefined && 'release' in decision) return decision as Lease;
-      const keys = keysOf(clientId(key), list);
-      const first = withStrikes ? 2 : 1;
-      // Each concurrency policy that took a slot: its keys and its lease's first id (the reply's extra field).
-      const held = list.flatMap((policy, i) => {
-        const id = reply?.[3 + i * 5 + 4] ?? 0;
-        const slots = typeof cost === 'number' ? cost : (cost[i] as number);
-        return policy.algorithm === 'concurrency' && id > 0
-          ? [{ policy, id, slots, keys: [...keys.slice(0, first), keys[first + i]] as string[] }]
-          : [];
-      });
-      const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
-        const replies = await Promise.all(
-          held.map(({ policy, id, slots, keys }) =>
-            guard.settle((validForMs) =>
-              store.run(
-                scriptFor([policy.kind]),
-                keys,
-                scriptArgs({ op, cost: slots, target: id, ms: msFor(policy), penalty, policies: [policy] }),
-                validForMs,
-              ),
-            ),
-          ),
-        );
-        return replies.some((r) => r[0] === 1);
-      };
-      return {
-        ...decision,
-        release: () => onEach('release', () => 0),
-        async extend(ms?: Duration) {
-          const extendMs = ms === undefined ? undefined : parseDuration('ms', ms, 1, InvalidArgumentError);
-          return onEach('extend', (policy) => extendMs ?? policy.windowMs);
-        },
-      };
+      return leaseOf(key, await consume(key, acquireOptions, true));
+    },
+    storageKeys(key) {
+      const [block = '', strikes = '', ...parts] = callKeys(prefix, validKey(key), policies, true);
+      return { block, strikes, policies: parts };
     },
   };
   return limiter;

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { warn } from '../core/host.js';
-import { limitEach, waitThrough, type Lease, type Limiter, type Reservation } from './limiter.js';
-import type { Decision } from '../core/types.js';
+import { limitEach, waitThrough } from './limiter.js';
+import type { Decision, Lease, Limiter, Reservation } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 
 /** Metric attributes: what every series is labelled with. */

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { splitKey } from '../core/keys.js';
-import type { Arg, Entry, Reply, Script } from '../core/types.js';
+import type { Arg, Entry, Reply, Script } from '../engine/script.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
 import { asLocalStore, type Store } from '../engine/store.js';
 

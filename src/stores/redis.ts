@@ -9,7 +9,7 @@ import {
 import { afterThisTick } from '../core/host.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../engine/driver.js';
-import type { Arg, Reply, Script } from '../core/types.js';
+import type { Arg, Reply, Script } from '../engine/script.js';
 import { batchArguments, batchScript, settle, type Request } from '../engine/batch.js';
 import { checkEviction, type MemoryInfo } from './eviction.js';
 import { ServerClock } from './server-clock.js';

@@ -25,6 +25,7 @@ import {
   useRedis,
   type StoreCase,
 } from '../support/redis.js';
+import { policyKey } from '../support/keys.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -77,12 +78,12 @@ async function assertHealsJunk(
     assert.ok(decision.remaining <= 3, `${what}: remaining ${decision.remaining}`);
     return decision;
   };
-  const roleSuffix = { policy: policy.kind.id, block: 'blk', strikes: 'str' } as const;
   for (const [i, junk] of junkKinds.entries()) {
     for (const role of junk.roles ?? (['policy', 'block', 'strikes'] as const)) {
       const key = `${role}-${i}`;
       const what = `${junk.name} in the ${role} key`;
-      const stored = `${limiter.prefix}:{${key}}:${roleSuffix[role]}`;
+      const keys = limiter.storageKeys(key);
+      const stored = role === 'policy' ? policyKey(limiter, key) : keys[role];
       const taken: Decision[] = [];
       if (role === 'strikes') for (let n = 0; n < 3; n++) taken.push(sound(await take(limiter, key), what));
       await junk.write(redis, stored, await serverNow(redis), HOUR);
@@ -197,13 +198,10 @@ for (const { storeCase, algorithms, whole } of suites) {
           assert.deepEqual(numbers(fresh), { allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0 });
           await assertNothingWritten(storeCase, limiter, 'k');
           await limiter.limit('k', { cost: 2 });
-          const before = storeCase.redis
-            ? await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`)
-            : null;
+          const before = storeCase.redis ? await storeCase.redis.dump(policyKey(limiter)) : null;
           assert.equal((await limiter.peek('k')).remaining, 3);
           assert.equal((await limiter.peek('k')).remaining, 3);
-          if (storeCase.redis)
-            assert.deepEqual(await storeCase.redis.dump(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`), before);
+          if (storeCase.redis) assert.deepEqual(await storeCase.redis.dump(policyKey(limiter)), before);
         });
 
         it('reset forgets the key', async () => {
@@ -264,7 +262,7 @@ for (const { storeCase, algorithms, whole } of suites) {
 
           it('gives a key that lost its TTL (PERSIST) a TTL again on the next call', async () => {
             const limiter = limiterFor(storeCase, algorithm.policy(3, HOUR));
-            const key = `${limiter.prefix}:{k}:${limiter.policy.kind.id}`;
+            const key = policyKey(limiter);
             const decisions = [await limiter.limit('k')];
             assert.equal(await redisOf().persist(key), 1);
             assert.equal(await redisOf().pttl(key), -1);
@@ -285,7 +283,7 @@ for (const { storeCase, algorithms, whole } of suites) {
 
           it('gives a key that lost its TTL (PERSIST) a TTL again on a refund', async () => {
             const limiter = limiterFor(storeCase, algorithm.policy(3, HOUR));
-            const key = `${limiter.prefix}:{k}:${limiter.policy.kind.id}`;
+            const key = policyKey(limiter);
             await limiter.limit('k', { cost: 2 });
             assert.equal(await redisOf().persist(key), 1);
             const refunded = await limiter.refund('k');

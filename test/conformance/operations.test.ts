@@ -16,6 +16,7 @@ import {
 } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { assertEveryKeyHasTtl, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
+import { policyKey } from '../support/keys.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -96,7 +97,7 @@ for (const storeCase of harness.cases) {
           const limiter = limiterOn(storeCase, { policy: slidingLog({ limit: 5, window: 50 }) });
           await limiter.limit('k', { cost: 2 });
           // The key outlives its entries, as it does for the last ms of its TTL.
-          await storeCase.redis!.pexpire(`${limiter.prefix}:{k}:${limiter.policy.kind.id}`, 60_000);
+          await storeCase.redis!.pexpire(policyKey(limiter), 60_000);
           await sleep(80);
           assert.equal(await limiter.refund('k'), false);
           assert.equal((await limiter.peek('k')).remaining, 5);
@@ -374,7 +375,7 @@ for (const storeCase of harness.cases) {
         it('a release gives a key that lost its TTL (PERSIST) its TTL back', async () => {
           const redis = storeCase.redis!;
           const limiter = limiterOn(storeCase, { policy: concurrency({ limit: 2, leaseMs: '1m' }) });
-          const key = `${limiter.prefix}:{k}:${limiter.policy.kind.id}`;
+          const key = policyKey(limiter);
           const [first] = await Promise.all([limiter.acquire('k'), limiter.acquire('k')]);
           assert.equal(await redis.persist(key), 1);
           assert.equal(await first?.release(), true);

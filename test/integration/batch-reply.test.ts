@@ -5,6 +5,7 @@ import { startRedisServer } from '../../src/cli/redis-server.js';
 import { callKeys } from '../../src/core/keys.js';
 import { compiled, scriptArgs } from '../../src/engine/driver.js';
 import { createLimiter, fixedWindow, redisStore, slidingLog, type Decision } from '../../src/index.js';
+import { enginePolicy } from '../../src/engine/algorithm.js';
 
 type Command = (...args: string[]) => Promise<unknown>;
 
@@ -56,13 +57,19 @@ describe('a batch of decisions', () => {
           target: 0,
           ms: 0,
           penalty: { strikes: 0, blockMs: 0 },
-          policies: [slidingLog({ limit: 5, window: '1m' })],
+          policies: [enginePolicy(slidingLog({ limit: 5, window: '1m' }))],
         });
         const bad = () =>
-          store.run(compiled(limiter.policies).script, callKeys('p', 'bad', limiter.policies), foreign).then(
-            () => undefined,
-            (error: Error) => error,
-          );
+          store
+            .run(
+              compiled(limiter.policies.map(enginePolicy)).script,
+              callKeys('p', 'bad', limiter.policies.map(enginePolicy)),
+              foreign,
+            )
+            .then(
+              () => undefined,
+              (error: Error) => error,
+            );
         const replies = await Promise.all(
           Array.from({ length: 8 }, () => [limiter.limit('a'), bad(), limiter.limit('b')]).flat(),
         );

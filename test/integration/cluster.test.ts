@@ -16,6 +16,7 @@ import {
   type RedisCluster,
 } from '../support/cluster.js';
 import { flushScripts, glideConfig, keysWithTtl, uniquePrefix } from '../support/redis.js';
+import { enginePolicy } from '../../src/engine/algorithm.js';
 
 const HOUR = 3_600_000;
 
@@ -99,7 +100,7 @@ describe('Redis Cluster: failover and script cache loss', () => {
     });
     const promoted = new Redis(replica, '127.0.0.1');
     try {
-      const shas = [...new Set(limiters.map((l) => scriptFor([l.policy.kind]).sha))];
+      const shas = [...new Set(limiters.map((l) => scriptFor([enginePolicy(l.policy).kind]).sha))];
       assert.deepEqual(
         await promoted.script('EXISTS', ...shas),
         shas.map(() => 0),

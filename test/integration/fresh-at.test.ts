@@ -2,28 +2,30 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
-import { createLimiter, gcra, redisStore, tokenBucket, type Policy } from '../../src/index.js';
+import { createLimiter, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
+import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
 
 const harness = useRedis();
 
 // Each built from (limit, period): `limit` at once, then `limit` per period.
-const cases: readonly { name: string; policy: (limit: number, periodMs: number) => Policy }[] = [
-  { name: 'gcra', policy: (limit, periodMs) => gcra({ limit, period: periodMs }) },
+const cases: readonly { name: string; policy: (limit: number, periodMs: number) => EnginePolicy }[] = [
+  { name: 'gcra', policy: (limit, periodMs) => enginePolicy(gcra({ limit, period: periodMs })) },
   {
     name: 'tokenBucket',
-    policy: (limit, periodMs) => tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / periodMs }),
+    policy: (limit, periodMs) =>
+      enginePolicy(tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / periodMs })),
   },
 ];
 
 /** The policy's parameters: units per admitted unit, units admitted at once, units per ms. */
-function units(policy: Policy): { step: number; size: number; perMs: number } {
+function units(policy: EnginePolicy): { step: number; size: number; perMs: number } {
   const [step = 0, size = 0, perMs = 0] = policy.params;
   return { step, size, perMs };
 }
 
 /** One call of the script, with the time Redis used (the reply's second field). */
-async function run(policy: Policy, prefix: string, op: Op, cost = 1) {
+async function run(policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
   const script = scriptFor([policy.kind]);
   const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
   const reply = await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args);

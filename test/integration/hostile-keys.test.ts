@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Cluster } from 'ioredis';
-import { storageKey } from '../../src/core/keys.js';
 import { createLimiter } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { hostileKeys } from '../support/hostile-keys.js';
 import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
+import { policyKey } from '../support/keys.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -46,9 +46,7 @@ for (const storeCase of harness.cases) {
       if (storeCase.redis instanceof Cluster) {
         // One client's keys share a slot, whatever braces the key holds, so multi-key scripts never see CROSSSLOT.
         for (const key of hostileKeys) {
-          const slots = await Promise.all(
-            limiters.map((l) => storeCase.redis?.cluster('KEYSLOT', storageKey(prefix, key, l.policy.kind.id))),
-          );
+          const slots = await Promise.all(limiters.map((l) => storeCase.redis?.cluster('KEYSLOT', policyKey(l, key))));
           assert.equal(new Set(slots).size, 1, JSON.stringify(key.slice(0, 20)));
         }
       }

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
-import type { Script } from '../../src/core/types.js';
-import { createLimiter, fixedWindow, gcra, redisStore, tokenBucket, type Policy } from '../../src/index.js';
+import type { Script } from '../../src/engine/script.js';
+import { createLimiter, fixedWindow, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';
+import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
 
 // Redis 6.2, as tokenBucket and gcra see it; and a server with PEXPIRETIME, as after an upgrade.
 const older = useRedis({ serverArgs: WITHOUT_PEXPIRETIME });
@@ -12,13 +13,13 @@ const newer = useRedis();
 
 const CYCLE_MS = 1e9;
 
-const cases: readonly { name: string; policy: Policy }[] = [
-  { name: 'gcra', policy: gcra({ limit: 3, period: '1h' }) },
-  { name: 'tokenBucket', policy: tokenBucket({ capacity: 3, refillPerSecond: 3 / 3600 }) },
+const cases: readonly { name: string; policy: EnginePolicy }[] = [
+  { name: 'gcra', policy: enginePolicy(gcra({ limit: 3, period: '1h' })) },
+  { name: 'tokenBucket', policy: enginePolicy(tokenBucket({ capacity: 3, refillPerSecond: 3 / 3600 })) },
 ];
 
 /** One call of `script` (either form) through a store on `harness`'s server, with the time Redis used. */
-async function run(harness: Harness, script: Script, policy: Policy, prefix: string, op: Op, cost = 1) {
+async function run(harness: Harness, script: Script, policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
   const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
   const reply = await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args);
   return { reply, now: reply[1] ?? 0 };

@@ -4,9 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { concurrency, memoryStore, redisStore, type Policy } from '../../src/index.js';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
-import type { Reply } from '../../src/core/types.js';
+import type { Reply } from '../../src/engine/script.js';
 import { algorithms } from '../support/algorithms.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';
+import { enginePolicy } from '../../src/engine/algorithm.js';
 
 const servers: readonly { name: string; harness: Harness; algorithms: typeof algorithms }[] = [
   { name: 'Redis', harness: useRedis(), algorithms },
@@ -34,11 +35,12 @@ function random(seed: number): () => number {
  */
 async function compare(
   harness: Harness,
-  policies: readonly Policy[],
+  publicPolicies: readonly Policy[],
   seed: number,
   steps: number,
   penalty = { strikes: 0, blockMs: 0 },
 ): Promise<void> {
+  const policies = publicPolicies.map(enginePolicy);
   let now = 0;
   const twin = memoryStore({ now: () => now });
   const lua = redisStore(harness.redis);

@@ -12,6 +12,7 @@ import {
 import { hashSlot } from '../../src/stores/slot.js';
 import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
+import { policyKey } from '../support/keys.js';
 
 const harness = useRedis();
 const HOUR = 3_600_000;
@@ -120,7 +121,7 @@ describe('batches: decisions asked in one tick share one EVALSHA', () => {
       policy: tokenBucket({ capacity: 3, refillPerSecond: 1 }),
       prefix,
     });
-    const broken = `${prefix}:{broken}:${limiter.policy.kind.id}`;
+    const broken = policyKey(limiter, 'broken');
     await harness.redis.hset(broken, 'x', '1');
     const results = await Promise.all([limiter.limit('a'), limiter.limit('broken'), limiter.limit('b')]);
     assert.deepEqual(

@@ -1,12 +1,5 @@
-import {
-  fixedWindow,
-  gcra,
-  slidingLog,
-  slidingWindow,
-  tokenBucket,
-  type Decision,
-  type Policy,
-} from '../../src/index.js';
+import { fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket, type Decision } from '../../src/index.js';
+import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
 
 /**
  * Every algorithm that limits a rate, built from one (limit, window) so that each test can run them
@@ -14,18 +7,27 @@ import {
  */
 export const algorithms: readonly {
   name: string;
-  policy(limit: number, windowMs: number, more?: PolicyExtras): Policy;
+  policy(limit: number, windowMs: number, more?: PolicyExtras): EnginePolicy;
 }[] = [
-  { name: 'fixedWindow', policy: (limit, windowMs, more) => fixedWindow({ limit, window: windowMs, ...more }) },
-  { name: 'slidingLog', policy: (limit, windowMs, more) => slidingLog({ limit, window: windowMs, ...more }) },
+  {
+    name: 'fixedWindow',
+    policy: (limit, windowMs, more) => enginePolicy(fixedWindow({ limit, window: windowMs, ...more })),
+  },
+  {
+    name: 'slidingLog',
+    policy: (limit, windowMs, more) => enginePolicy(slidingLog({ limit, window: windowMs, ...more })),
+  },
   // A bucket that refills `limit` tokens per window: the same average rate as the windows.
   {
     name: 'tokenBucket',
     policy: (limit, windowMs, more) =>
-      tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / windowMs, ...more }),
+      enginePolicy(tokenBucket({ capacity: limit, refillPerSecond: (limit * 1000) / windowMs, ...more })),
   },
-  { name: 'gcra', policy: (limit, windowMs, more) => gcra({ limit, period: windowMs, ...more }) },
-  { name: 'slidingWindow', policy: (limit, windowMs, more) => slidingWindow({ limit, window: windowMs, ...more }) },
+  { name: 'gcra', policy: (limit, windowMs, more) => enginePolicy(gcra({ limit, period: windowMs, ...more })) },
+  {
+    name: 'slidingWindow',
+    policy: (limit, windowMs, more) => enginePolicy(slidingWindow({ limit, window: windowMs, ...more })),
+  },
 ];
 
 /** The options every rate policy takes beside its quota. */

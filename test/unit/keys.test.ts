@@ -12,6 +12,7 @@ import {
 import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import { InvalidArgumentError, InvalidOptionError, createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
 import { hostileKeys } from '../support/hostile-keys.js';
+import { enginePolicy } from '../../src/engine/algorithm.js';
 
 describe('keys', () => {
   it('gives every distinct key its own Redis key, of bounded length', () => {
@@ -86,7 +87,7 @@ describe('memory store under a flood of distinct keys', () => {
   it('holds at most maxKeys of 250,000 new keys, evicting the least recently used', async () => {
     const maxKeys = 5_000;
     const store = memoryStore({ maxKeys, now: () => 1_000_000 });
-    const policy = fixedWindow({ limit: 3, window: '1h' });
+    const policy = enginePolicy(fixedWindow({ limit: 3, window: '1h' }));
     // Straight to the store, as the limiter would call it, so the calls stay cheap.
     const script = scriptFor([policy.kind]);
     const call = async (key: string, op: 'limit' | 'peek' = 'limit') => {

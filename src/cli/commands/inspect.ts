@@ -1,5 +1,4 @@
-import { createLimiter } from '../../limiter/limiter.js';
-import { storageKey } from '../../core/keys.js';
+import { createLimiter } from '../../index.js';
 import { REDIS_HELP, UsageError, onePositional, prefixOf, redisOption, type Command } from '../command.js';
 import { POLICY_SYNTAX, describePolicy, parsePolicySpec } from '../policy-spec.js';
 import { withRedis } from '../with-redis.js';
@@ -38,7 +37,7 @@ Examples:
         redis: safeUrl,
         key,
         prefix: limiter.prefix,
-        redisKey: storageKey(limiter.prefix, key, policy.kind.id),
+        redisKey: limiter.storageKeys(key).policies[0],
         policy: { spec, algorithm: policy.algorithm, limit: policy.limit, windowMs: policy.windowMs },
         decision,
       };

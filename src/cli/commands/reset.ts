@@ -1,5 +1,4 @@
-import { createLimiter } from '../../limiter/limiter.js';
-import { storageKey } from '../../core/keys.js';
+import { createLimiter } from '../../index.js';
 import { REDIS_HELP, onePositional, prefixOf, redisOption, type Command } from '../command.js';
 import { EXAMPLE_POLICIES, POLICY_SYNTAX, parsePolicySpec } from '../policy-spec.js';
 import { withRedis } from '../with-redis.js';
@@ -35,7 +34,7 @@ Examples:
     return withRedis('reset', parsed, io, async ({ store, safeUrl }) => {
       const limiters = policies.map((policy) => createLimiter({ store, policy, prefix }));
       await Promise.all(limiters.map((limiter) => limiter.reset(key)));
-      const redisKeys = limiters.map((limiter) => storageKey(limiter.prefix, key, limiter.policy.kind.id));
+      const redisKeys = limiters.map((limiter) => limiter.storageKeys(key).policies[0]);
       if (parsed.values.json) {
         io.out(
           JSON.stringify({

@@ -1,6 +1,4 @@
-import { memoryStore } from '../../stores/memory.js';
-import { redisStore } from '../../stores/redis.js';
-import type { Store } from '../../engine/store.js';
+import { memoryStore, redisStore, type Store } from '../../index.js';
 import { parseDuration } from '../../core/duration.js';
 import {
   EXIT,

@@ -5,6 +5,8 @@ import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
 import { createLimiter, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
+import { decodeReply } from '../../src/engine/reply.js';
+import { storageKey } from '../../src/core/keys.js';
 
 const harness = useRedis();
 
@@ -28,8 +30,17 @@ function units(policy: EnginePolicy): { step: number; size: number; perMs: numbe
 async function run(policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
   const script = scriptFor([policy.kind]);
   const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
-  const reply = await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args);
-  return { reply, now: reply[1] ?? 0 };
+  const reply = decodeReply(await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args));
+  return {
+    reply,
+    now: reply.nowMs,
+    /** The policy's part, which a limit or peek replies with (a refund does not). */
+    get part() {
+      const [part] = reply.policies;
+      assert.ok(part, "a limit or peek replies with the policy's part");
+      return part;
+    },
+  };
 }
 
 /** The key's expiry (ms) and value, as Redis holds them. */
@@ -44,10 +55,10 @@ for (const { name, policy: build } of cases) {
       const policy = build(3, 1000);
       const { step, perMs } = units(policy);
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
+      const key = storageKey(prefix, 'k', policy.kind.id);
       const first = await run(policy, prefix, 'limit', 2);
       const { expiry, value } = await stored(key);
-      assert.equal(expiry, first.now + (first.reply[5] ?? 0), 'the expiry is resetAfterMs from now');
+      assert.equal(expiry, first.now + first.part.resetAfterMs, 'the expiry is resetAfterMs from now');
       assert.ok(Number.isInteger(value) && value >= 0 && value < perMs, `value ${value}`);
       assert.equal(expiry * perMs - value, first.now * perMs + 2 * step, 'two steps after now, to the unit');
       const second = await run(policy, prefix, 'limit', 1);
@@ -59,28 +70,32 @@ for (const { name, policy: build } of cases) {
       const policy = build(3, 60_000);
       const { step, perMs } = units(policy);
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
+      const key = storageKey(prefix, 'k', policy.kind.id);
       const { now } = await run(policy, prefix, 'limit', 3);
       await run(policy, prefix, 'refund', 1);
       const { expiry, value } = await stored(key);
       assert.equal(expiry * perMs - value, now * perMs + 2 * step);
       await run(policy, prefix, 'refund', 2);
       assert.equal(await harness.redis.exists(key), 0);
-      assert.equal((await run(policy, prefix, 'refund', 1)).reply[0], 0, 'a fresh key has nothing to give back');
+      assert.equal(
+        (await run(policy, prefix, 'refund', 1)).reply.allowed,
+        false,
+        'a fresh key has nothing to give back',
+      );
     });
 
     it('a key that lost its TTL (PERSIST) admits nothing until a full period drains, and gets its expiry back', async () => {
       const policy = build(3, 3_600_000);
       const { step, size, perMs } = units(policy);
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
+      const key = storageKey(prefix, 'k', policy.kind.id);
       await run(policy, prefix, 'limit', 1);
       assert.equal(await harness.redis.persist(key), 1);
       // Its instant is lost: it is read as a full key, never as a fresh one.
       const peeked = await run(policy, prefix, 'peek');
-      assert.deepEqual(peeked.reply.slice(3, 5), [0, 0]);
+      assert.deepEqual([peeked.part.allowed, peeked.part.remaining], [false, 0]);
       const denied = await run(policy, prefix, 'limit');
-      assert.equal(denied.reply[0], 0);
+      assert.equal(denied.reply.allowed, false);
       const { expiry, value } = await stored(key);
       assert.equal(expiry * perMs - value, denied.now * perMs + size * step, 'healed as a full key');
       const limiter = createLimiter({ store: redisStore(harness.redis), policy, prefix });
@@ -92,7 +107,7 @@ for (const { name, policy: build } of cases) {
     it('reads a key whose expiry has passed by TIME, though Redis keeps it, as a missing key', async () => {
       const policy = build(3, 1000);
       const { size, perMs } = units(policy);
-      const key = `${uniquePrefix()}:{k}:${policy.kind.id}`;
+      const key = storageKey(uniquePrefix(), 'k', policy.kind.id);
       // The script's clock is `now`, passed in: here ahead of the clock Redis expires keys by.
       const id = policy.kind.id;
       const lua = `${scriptFor([policy.kind]).setup}
@@ -114,7 +129,7 @@ return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 
     it('reads a value that is not a remainder (hand-written, or an older format) as the expiry alone', async () => {
       const policy = build(3, 3_600_000);
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
+      const key = storageKey(prefix, 'k', policy.kind.id);
       await harness.redis.set(key, name === 'gcra' ? '1764489600123456' : '1.5 1764489600000', 'PX', 1_800_000);
       const limiter = createLimiter({ store: redisStore(harness.redis), policy, prefix });
       const decision = await limiter.peek('k');

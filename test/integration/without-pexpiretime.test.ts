@@ -6,6 +6,8 @@ import type { Script } from '../../src/engine/script.js';
 import { createLimiter, fixedWindow, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';
 import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
+import { decodeReply } from '../../src/engine/reply.js';
+import { storageKey } from '../../src/core/keys.js';
 
 // Redis 6.2, as tokenBucket and gcra see it; and a server with PEXPIRETIME, as after an upgrade.
 const older = useRedis({ serverArgs: WITHOUT_PEXPIRETIME });
@@ -21,8 +23,17 @@ const cases: readonly { name: string; policy: EnginePolicy }[] = [
 /** One call of `script` (either form) through a store on `harness`'s server, with the time Redis used. */
 async function run(harness: Harness, script: Script, policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
   const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
-  const reply = await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args);
-  return { reply, now: reply[1] ?? 0 };
+  const reply = decodeReply(await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args));
+  return {
+    reply,
+    now: reply.nowMs,
+    /** The policy's part, which a limit or peek replies with (a refund does not). */
+    get part() {
+      const [part] = reply.policies;
+      assert.ok(part, "a limit or peek replies with the policy's part");
+      return part;
+    },
+  };
 }
 
 for (const { name, policy } of cases) {
@@ -39,9 +50,9 @@ for (const { name, policy } of cases) {
 
     it("keeps the expiry's last nine digits in the value beside the remainder, and the expiry exact", async () => {
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
-      const { reply, now } = await run(older, script, policy, prefix, 'limit', 2);
-      const expiry = now + (reply[5] ?? 0);
+      const key = storageKey(prefix, 'k', policy.kind.id);
+      const { part, now } = await run(older, script, policy, prefix, 'limit', 2);
+      const expiry = now + part.resetAfterMs;
       const value = Number(await older.redis.get(key));
       const rest = expiry * perMs - (now * perMs + 2 * step);
       assert.ok(rest >= 0 && rest < perMs, `rest ${rest}`);
@@ -72,18 +83,21 @@ for (const { name, policy } of cases) {
       const written = await run(newer, olderForm, policy, prefix, 'limit', 1);
       const read = await run(newer, script, policy, prefix, 'peek');
       // One step ahead (a whole number of ms here, so the remainder it reads as 0 is 0).
-      assert.deepEqual(read.reply.slice(3, 6), [1, 2, written.now + (written.reply[5] ?? 0) - read.now]);
+      assert.deepEqual(
+        [read.part.allowed, read.part.remaining, read.part.resetAfterMs],
+        [true, 2, written.now + written.part.resetAfterMs - read.now],
+      );
     });
 
     it('the older form reads a key of the newer form from PTTL, and writes it in its own form', async () => {
       assert.ok(olderForm);
       const prefix = uniquePrefix();
-      const key = `${prefix}:{k}:${policy.kind.id}`;
+      const key = storageKey(prefix, 'k', policy.kind.id);
       const written = await run(newer, script, policy, prefix, 'limit', 2);
       const read = await run(newer, olderForm, policy, prefix, 'peek');
       // now + PTTL is off by as much as Redis's expiry clock and TIME differ during the script: a
       // ms, more on a machine busy enough to pause the script between the two.
-      const lag = (read.reply[5] ?? 0) - (written.now + (written.reply[5] ?? 0) - read.now);
+      const lag = read.part.resetAfterMs - (written.now + written.part.resetAfterMs - read.now);
       assert.ok(Math.abs(lag) <= 50, `resetAfter off by ${lag} ms`);
       await run(newer, olderForm, policy, prefix, 'limit', 1);
       assert.ok(Number(await newer.redis.get(key)) >= CYCLE_MS * perMs);

@@ -8,6 +8,7 @@ import type { Reply } from '../../src/engine/script.js';
 import { algorithms } from '../support/algorithms.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';
 import { enginePolicy } from '../../src/engine/algorithm.js';
+import { decodeReply } from '../../src/engine/reply.js';
 
 const servers: readonly { name: string; harness: Harness; algorithms: typeof algorithms }[] = [
   { name: 'Redis', harness: useRedis(), algorithms },
@@ -75,13 +76,11 @@ async function compare(
     const costs = op === 'settle' ? own(-3, 6) : op !== 'peek' && next() < 0.33 ? own(0, 3) : op === 'peek' ? 1 : cost;
     const args = scriptArgs({ op, cost: costs, target: lease ?? 0, ms: 150, penalty, policies });
     const fromRedis: Reply = await lua.run(script, keys, args);
-    now = fromRedis[1] ?? 0;
+    const decoded = decodeReply(fromRedis);
+    now = decoded.nowMs;
     const fromTwin = await twin.run(script, keys, args);
     assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${String(costs)}) at ${now}`);
-    if (op === 'limit') {
-      for (let i = 0; i < policies.length; i++)
-        if ((fromRedis[3 + i * 5 + 4] ?? 0) > 0) leases.push(fromRedis[3 + i * 5 + 4] ?? 0);
-    }
+    if (op === 'limit') for (const { leaseId } of decoded.policies) if (leaseId > 0) leases.push(leaseId);
   }
 }
 

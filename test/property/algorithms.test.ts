@@ -10,6 +10,7 @@ import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from 
 import { algorithms } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
 import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
+import { decodeReply } from '../../src/engine/reply.js';
 
 const harness = useRedis();
 // A fixed seed, so a failure replays the same way (fast-check prints the shrunk counterexample);
@@ -56,14 +57,14 @@ function assertNeverOverAdmitted(policy: Policy, windowMs: number, admissions: r
   }
 }
 
-/** A decision, or the script's reply for a single policy ([allowed, now, blocked, allowed, remaining, reset, retry, extra]). */
+/** A decision, or the script's reply for a single policy. */
 function assertSound(decision: Decision | Reply, limit: number): void {
-  const [allowed, remaining, , retryAfterMs] =
+  const { allowed, remaining, retryAfterMs } =
     'allowed' in decision
-      ? [decision.allowed ? 1 : 0, decision.remaining, decision.resetAfterMs, decision.retryAfterMs]
-      : [decision[0], decision[4] ?? -1, decision[5], decision[6]];
+      ? decision
+      : (decodeReply(decision).policies[0] ?? { allowed: false, remaining: -1, retryAfterMs: -1 });
   assert.ok(Number.isInteger(remaining) && remaining >= 0 && remaining <= limit, `remaining ${remaining}`);
-  assert.equal(retryAfterMs === 0, allowed === 1, `retryAfterMs ${retryAfterMs} when allowed is ${allowed}`);
+  assert.equal(retryAfterMs === 0, allowed, `retryAfterMs ${retryAfterMs} when allowed is ${allowed}`);
 }
 
 /**
@@ -246,13 +247,14 @@ describe('properties of every Lua script, checked against its twin', { concurren
               policies: [policy],
             });
             const fromRedis = await lua.run(script, keys, args);
-            now = fromRedis[1] ?? 0;
+            const decoded = decodeReply(fromRedis);
+            now = decoded.nowMs;
             assert.deepEqual(await twin.run(script, keys, args), fromRedis, `${key}, cost ${cost} at ${now}`);
             assertSound(fromRedis, limit);
             if (policy.algorithm === 'gcra' || policy.algorithm === 'token-bucket') {
               // The key expires the very ms its state equals a fresh key's (resetAfterMs from now).
               const expiry = Number(await harness.redis.call('PEXPIRETIME', keys.at(-1) ?? ''));
-              const reset = fromRedis[5] ?? 0;
+              const reset = decoded.policies[0]?.resetAfterMs ?? 0;
               // Read after the call: a key fresh within a ms or two may be gone by then, but only once that time has passed.
               const [seconds = 0, micros = 0] = expiry === -2 ? (await harness.redis.time()).map(Number) : [];
               const gone = expiry === -2 && Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) >= now + reset;
@@ -264,17 +266,18 @@ describe('properties of every Lua script, checked against its twin', { concurren
                   `${key}, fresh at ${now}, expires at ${expiry}`,
                 );
             }
-            if (fromRedis[0] === 1) admissions.push({ key, at: now, cost });
+            if (decoded.allowed) admissions.push({ key, at: now, cost });
             return fromRedis;
           };
           for (const { pauseMs, key, cost, retryIfDenied } of steps) {
             if (pauseMs > 0) await sleep(pauseMs);
             const reply = await ask(key, cost);
-            const [allowed, retryAfterMs = 0] = [reply[0], reply[6]];
+            const { allowed, policies } = decodeReply(reply);
+            const retryAfterMs = policies[0]?.retryAfterMs ?? 0;
             if (!allowed && retryIfDenied) {
               // A timer may fire a ms early; Redis's clock must have passed retryAfterMs.
               await sleep(retryAfterMs + 2);
-              assert.equal((await ask(key, cost))[0], 1, `a retry after ${retryAfterMs} ms`);
+              assert.equal(decodeReply(await ask(key, cost)).allowed, true, `a retry after ${retryAfterMs} ms`);
             }
           }
           assertNeverOverAdmitted(policy, windowMs, admissions);
@@ -334,7 +337,8 @@ describe('every Lua script heals junk written into its keys', { concurrency: tru
             if (pauseMs > 0) await sleep(pauseMs);
             const reply = await lua.run(script, keys, args(cost));
             assertSound(reply, limit);
-            if (reply[0] === 1) admissions.push({ key, at: reply[1] ?? 0, cost });
+            const { allowed, nowMs } = decodeReply(reply);
+            if (allowed) admissions.push({ key, at: nowMs, cost });
           }
           assertNeverOverAdmitted(policy, windowMs, admissions);
           for (const [key, ttl] of await keysWithTtl(harness.redis, prefix))

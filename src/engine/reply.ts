@@ -1,44 +1,62 @@
 import type { Reply } from './script.js';
 
-/** One policy's part of a reply. */
-export interface PolicyReply {
-  /** Whether this policy alone admits the request. */
-  readonly allowed: boolean;
-  /** Requests of cost 1 it admits after this one; never negative. */
-  readonly remaining: number;
-  readonly resetAfterMs: number;
-  readonly retryAfterMs: number;
-  /** acquire: the first id of the lease a concurrency policy gave (0: none). */
-  readonly leaseId: number;
-}
-
-/** The driver's reply (see Reply), by name. */
-export interface DecodedReply {
-  /** limit, peek: whether every policy admits; the other ops: whether the call changed anything. */
-  readonly allowed: boolean;
-  /** The server's time when it decided, in ms. */
-  readonly nowMs: number;
-  /** How much longer the key is blocked, in ms (0: not blocked). */
-  readonly blockedForMs: number;
-  /** limit and peek only: each policy's part, in the call's order. */
-  readonly policies: readonly PolicyReply[];
-}
+/*
+ * The driver's reply (see Reply), read by name. The accessors read one field without allocating,
+ * for the limiter's hot path; decodeReply reads all of them into an object.
+ */
 
 /** Numbers before the policies' parts, and in each part. */
 const HEAD = 3;
 const PER_POLICY = 5;
 
-/** Reads a reply of the driver (Lua or twin), whose policies' parts follow its head (limit and peek) or are absent (every other op). */
+/** limit, peek: whether every policy admits; the other ops: whether the call changed anything. */
+export const replyAllowed = (reply: Reply): boolean => reply[0] === 1;
+/** The server's time when it decided, in ms. */
+export const replyNowMs = (reply: Reply): number => reply[1] ?? 0;
+/** How much longer the key is blocked, in ms (0: not blocked). */
+export const replyBlockedForMs = (reply: Reply): number => reply[2] ?? 0;
+/** Whether policy `i` alone admits the request. */
+export const policyAllowed = (reply: Reply, i: number): boolean => reply[HEAD + i * PER_POLICY] === 1;
+/** Requests of cost 1 policy `i` admits after this one; never negative. */
+export const policyRemaining = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 1] ?? 0;
+export const policyResetAfterMs = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 2] ?? 0;
+export const policyRetryAfterMs = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 3] ?? 0;
+/** acquire: the first id of the lease concurrency policy `i` gave (0: none). */
+export const policyLeaseId = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 4] ?? 0;
+
+/** One policy's part of a reply. */
+export interface PolicyReply {
+  readonly allowed: boolean;
+  readonly remaining: number;
+  readonly resetAfterMs: number;
+  readonly retryAfterMs: number;
+  readonly leaseId: number;
+}
+
+/** A whole reply, by name. */
+export interface DecodedReply {
+  readonly allowed: boolean;
+  readonly nowMs: number;
+  readonly blockedForMs: number;
+  /** limit and peek only: each policy's part, in the call's order (every other op has none). */
+  readonly policies: readonly PolicyReply[];
+}
+
 export function decodeReply(reply: Reply): DecodedReply {
   const policies: PolicyReply[] = [];
-  for (let at = HEAD; at + PER_POLICY <= reply.length; at += PER_POLICY) {
+  for (let i = 0; HEAD + (i + 1) * PER_POLICY <= reply.length; i++) {
     policies.push({
-      allowed: reply[at] === 1,
-      remaining: reply[at + 1] ?? 0,
-      resetAfterMs: reply[at + 2] ?? 0,
-      retryAfterMs: reply[at + 3] ?? 0,
-      leaseId: reply[at + 4] ?? 0,
+      allowed: policyAllowed(reply, i),
+      remaining: policyRemaining(reply, i),
+      resetAfterMs: policyResetAfterMs(reply, i),
+      retryAfterMs: policyRetryAfterMs(reply, i),
+      leaseId: policyLeaseId(reply, i),
     });
   }
-  return { allowed: reply[0] === 1, nowMs: reply[1] ?? 0, blockedForMs: reply[2] ?? 0, policies };
+  return {
+    allowed: replyAllowed(reply),
+    nowMs: replyNowMs(reply),
+    blockedForMs: replyBlockedForMs(reply),
+    policies,
+  };
 }

@@ -16,8 +16,16 @@ import type {
 import { nestedOptions, optionsObject, positiveInteger, type PeerNames } from '../core/validate.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
 import { compiled, scriptArgs, scriptFor, type Op } from '../engine/driver.js';
-import { decodeReply, type DecodedReply } from '../engine/reply.js';
-import type { Arg } from '../engine/script.js';
+import {
+  policyAllowed,
+  policyLeaseId,
+  policyRemaining,
+  policyResetAfterMs,
+  policyRetryAfterMs,
+  replyAllowed,
+  replyBlockedForMs,
+} from '../engine/reply.js';
+import type { Arg, Reply } from '../engine/script.js';
 import type { Store } from '../engine/store.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
@@ -184,23 +192,28 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
-function decisionOf(reply: DecodedReply, policies: readonly Policy[]): Decision {
-  const perPolicy: PolicyDecision[] = policies.map((policy, i) => {
-    const part = reply.policies[i];
-    return part === undefined
-      ? policyDecision(policy, false, 0, 0, 0)
-      : policyDecision(policy, part.allowed, part.remaining, part.resetAfterMs, part.retryAfterMs);
-  });
+function decisionOf(reply: Reply, policies: readonly Policy[]): Decision {
+  const perPolicy: PolicyDecision[] = policies.map((policy, i) =>
+    policyDecision(
+      policy,
+      policyAllowed(reply, i),
+      policyRemaining(reply, i),
+      policyResetAfterMs(reply, i),
+      policyRetryAfterMs(reply, i),
+    ),
+  );
   const binding = bindingPolicy(perPolicy);
+  const allowed = replyAllowed(reply);
   const decision: { -readonly [K in keyof Decision]: Decision[K] } = {
-    allowed: reply.allowed,
+    allowed,
     limit: binding.limit,
     remaining: binding.remaining,
     resetAfterMs: binding.resetAfterMs,
-    retryAfterMs: reply.allowed ? 0 : binding.retryAfterMs,
+    retryAfterMs: allowed ? 0 : binding.retryAfterMs,
     policies: perPolicy,
   };
-  if (reply.blockedForMs > 0) decision.blockedForMs = reply.blockedForMs;
+  const blockedForMs = replyBlockedForMs(reply);
+  if (blockedForMs > 0) decision.blockedForMs = blockedForMs;
   return decision;
 }
 
@@ -214,7 +227,7 @@ function layoutOf(prefix: string, list: readonly EnginePolicy[], withStrikes: bo
 interface Answer {
   readonly decision: Decision;
   /** Undefined when decided without the store: by onStoreError, or from the denied-key cache. */
-  readonly reply?: DecodedReply;
+  readonly reply?: Reply;
 }
 
 /** What consume() decided, and what it asked: the policies and the cost. */
@@ -222,6 +235,8 @@ interface Consumed extends Answer {
   readonly list: readonly EnginePolicy[];
   readonly cost: Costs;
 }
+
+const decisionConsumed = (consumed: Consumed): Decision => consumed.decision;
 
 const LIMITER_OPTIONS = [
   'store',
@@ -307,10 +322,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     cost: Costs = 1,
     target = 0,
     ms = 0,
-  ): Promise<DecodedReply> {
-    return store
-      .run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs)
-      .then(decodeReply);
+  ): Promise<Reply> {
+    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
   }
 
   /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
@@ -328,17 +341,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
     op: 'limit' | 'peek',
     cost: Costs,
     fallback: (limiter: Limiter) => Promise<Decision>,
-    answer: (decision: Decision, reply?: DecodedReply) => T,
+    answer: (decision: Decision, reply?: Reply) => T,
   ): Promise<T> {
     if (runLocal) {
-      const reply = decodeReply(runLocal(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0)));
+      const reply = runLocal(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
       return Promise.resolve(answer(decisionOf(reply, list), reply));
     }
-    let reply: DecodedReply | undefined;
+    let reply: Reply | undefined;
     return guard
       .decide(
         list,
-        (validForMs) => run(validForMs, id, list, op, cost).then((decoded) => decisionOf((reply = decoded), list)),
+        (validForMs) => run(validForMs, id, list, op, cost).then((replied) => decisionOf((reply = replied), list)),
         fallback,
       )
       .then((decision) => answer(decision, reply));
@@ -358,8 +371,16 @@ export function createLimiter(options: LimiterOptions): Limiter {
     shadowDenied: !decision.allowed,
   });
 
-  /** Decides and counts one request, and says what it asked and how the store replied. Throws on bad input. */
-  function consume(key: string, options: LimitOptions | undefined, leases: boolean): Promise<Consumed> {
+  /**
+   * Decides and counts one request; resolves with what `answer` makes of the decision, what was
+   * asked and how the store replied. Throws on bad input.
+   */
+  function consume<T>(
+    key: string,
+    options: LimitOptions | undefined,
+    leases: boolean,
+    answer: (consumed: Consumed) => T,
+  ): Promise<T> {
     const k = validKey(key);
     const { cost: rawCost, policy } = callOptions(options);
     const list = policiesFor(policy);
@@ -374,13 +395,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // Only the limiter's own policies, at cost 1, go through the denied-key cache.
     const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
     const cached = cache?.lookup(k);
-    if (cached) return Promise.resolve({ decision: shadow ? shadowed(cached) : cached, list, cost });
+    if (cached) return Promise.resolve(answer({ decision: shadow ? shadowed(cached) : cached, list, cost }));
     const sentAt = cache?.now() ?? 0;
     const fallback = (other: Limiter) =>
       leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost });
     return decide(clientId(k), list, 'limit', cost, fallback, (decision, reply) => {
       cache?.learn(k, decision, sentAt);
-      return { decision: shadow ? shadowed(decision) : decision, reply, list, cost };
+      return answer({ decision: shadow ? shadowed(decision) : decision, reply, list, cost });
     });
   }
 
@@ -388,7 +409,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function settler(key: string, { list, cost: estimate, reply }: Consumed): (actual: unknown) => Promise<boolean> {
     // Charged only if the store counted it: not when denied (a shadowed denial included), answered
     // from the denied-key cache, or decided by onStoreError.
-    let settled: Promise<boolean> | undefined = reply?.allowed === true ? undefined : Promise.resolve(false);
+    let settled: Promise<boolean> | undefined =
+      reply !== undefined && replyAllowed(reply) ? undefined : Promise.resolve(false);
     const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
     return (actual) =>
       promised(() => {
@@ -416,7 +438,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const keys = keysOf(clientId(key), list);
     const first = withStrikes ? 2 : 1;
     const held = list.flatMap((policy, i) => {
-      const leaseId = reply?.policies[i]?.leaseId ?? 0;
+      const leaseId = reply === undefined ? 0 : policyLeaseId(reply, i);
       const slots = typeof cost === 'number' ? cost : (cost[i] as number);
       return policy.kind.leases === true && leaseId > 0
         ? [{ policy, leaseId, slots, keys: [...keys.slice(0, first), keys[first + i] as string] }]
@@ -435,7 +457,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
           ),
         ),
       );
-      return replies.some((r) => decodeReply(r).allowed);
+      return replies.some(replyAllowed);
     };
     return {
       ...decision,
@@ -452,7 +474,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     policy: policies[0] as Policy,
     prefix,
     limit(key, limitOptions) {
-      return promised(() => consume(key, limitOptions, false).then((consumed) => consumed.decision));
+      return promised(() => consume(key, limitOptions, false, decisionConsumed));
     },
     limitMany: (keys, limitOptions) => limitEach(limiter.limit, keys, limitOptions),
     async peek(key, peekOptions) {
@@ -482,12 +504,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const list = policiesFor(callOptions(refundOptions).policy);
       const costs = validAmount('cost', cost, list, false);
       denied?.forget(k);
-      return (await change(clientId(k), list, 'refund', costs)).allowed;
+      return replyAllowed(await change(clientId(k), list, 'refund', costs));
     },
     async reserve(key, reserveOptions) {
-      const consumed = await consume(key, reserveOptions, false);
-      const settle = settler(key, consumed);
-      return { ...consumed.decision, settle, cancel: () => settle(0) } satisfies Reservation;
+      return consume(key, reserveOptions, false, (consumed): Reservation => {
+        const settle = settler(key, consumed);
+        return { ...consumed.decision, settle, cancel: () => settle(0) };
+      });
     },
     async block(key, duration) {
       const k = validKey(key);
@@ -497,7 +520,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
     waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
     async acquire(key, acquireOptions) {
-      return leaseOf(key, await consume(key, acquireOptions, true));
+      return consume(key, acquireOptions, true, (consumed) => leaseOf(key, consumed));
     },
     storageKeys(key) {
       const [block = '', strikes = '', ...parts] = callKeys(prefix, validKey(key), policies, true);

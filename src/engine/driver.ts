@@ -30,11 +30,12 @@ export interface Call {
 // The Lua every script shares, assembled by build(). Its headers are Lua comments, so the assembled
 // script documents itself.
 const HELPERS = `
--- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor). Its definitions
--- come first, in this order: these helpers; ALG.<id>, one table per algorithm of the limiter's
--- policies; callOf, which parses a call's ARGV; decideCall, the driver, which decides a call under
--- all of a limiter's policies. What runs comes last: a call sent alone, or a batch's loop over
--- many calls (src/engine/batch.ts).
+-- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor). Its definitions come
+-- first, in this order: these helpers; callOf, which parses a call's ARGV; decideCall, the driver,
+-- which decides a call under all of a limiter's policies; then ALG.<id>, one table per algorithm
+-- of the limiter's policies. What runs comes last: a call sent alone (below the algorithms), or a
+-- batch's loop over many calls (src/engine/batch.ts). So the helpers and the driver are at the
+-- same lines in every script, lone or batch.
 
 -- One table per algorithm, each with these functions (key: the policy's key; p: the policy's
 -- numeric parameters; now: the Redis server's time in ms):
@@ -463,7 +464,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
 
 const scripts = new Map<string, Script>();
 
-/** The script for a set of algorithms: their Lua, then the driver. Built once per set. */
+/** The script for a set of algorithms: the driver, then their Lua. Built once per set. */
 export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const unique = [...new Map(algorithms.map((a) => [a.id, a])).values()].sort((a, b) => a.id.localeCompare(b.id));
   const name = unique.map((a) => a.id).join('+');
@@ -491,7 +492,8 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
 }
 
 function build(name: string, algorithmsLua: readonly string[], twin: Script['twin']): Script {
-  const setup = `${[HELPERS, ...algorithmsLua, PARSE_CALL, DRIVER].map((lua) => lua.trim()).join('\n\n')}\n\n`;
+  // The driver before the algorithms, so its lines are the same in every script.
+  const setup = `${[HELPERS, PARSE_CALL, DRIVER, ...algorithmsLua].map((lua) => lua.trim()).join('\n\n')}\n\n`;
   const lua = `-- sluice: ${name}\n${setup}${BODY}`;
   return { name, lua, setup, body: BODY, sha: sha1Hex(lua), twin };
 }

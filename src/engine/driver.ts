@@ -28,9 +28,10 @@ export interface Call {
 }
 
 // The Lua every script shares, assembled by build(). Its headers are Lua comments, so the assembled
-// script documents itself.
+// script documents itself: lua/ holds the scripts as Redis runs them (`npm run scripts`).
 const HELPERS = `
--- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor). Its definitions come
+-- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor); sluice's repository
+-- holds such scripts under lua/, where npm run scripts prints any of them. Its definitions come
 -- first, in this order: these helpers; callOf, which parses a call's ARGV; decideCall, the driver,
 -- which decides a call under all of a limiter's policies; then ALG.<id>, one table per algorithm
 -- of the limiter's policies. What runs comes last: a call sent alone (below the algorithms), or a

@@ -5,7 +5,8 @@
 -- which decides a call under all of a limiter's policies; then ALG.<id>, one table per algorithm
 -- of the limiter's policies. What runs comes last: a call sent alone (below the algorithms), or a
 -- batch's loop over many calls (src/engine/batch.ts). So the helpers and the driver are at the
--- same lines in every script, lone or batch.
+-- same lines in every script, lone or batch. What the choices the comments name save, measured in
+-- Redis's instructions, is in docs/performance.md ("What a decision's Lua costs").
 
 -- One table per algorithm, each with these functions (key: the policy's key; p: the policy's
 -- numeric parameters; now: the Redis server's time in ms):

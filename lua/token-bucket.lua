@@ -64,7 +64,7 @@ end
 --   [3] target: block: its duration in ms; release and extend: the lease id
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
---   [6] the block's length in ms
+--   [6] blockMs: how long the penalty box blocks the key, in ms
 --   [7] the number of policies, then per policy: its algorithm's id (ALG.<id>), the number of its
 --       parameters, the parameters
 --   then, when the cost is 'each', per policy: its cost, and for settle the most it may owe (the

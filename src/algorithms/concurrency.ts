@@ -16,22 +16,20 @@ export interface ConcurrencyOptions {
 /** Held leases: slot id -> when it expires (ms). */
 type Leases = ReadonlyMap<number, number>;
 
-/*
- * KEY  a sorted set: one member per held slot (an integer id), scored by when its lease expires
- * p    limit, lease ms
- *
- * Expired leases are dropped before counting, so a holder that crashed never leaks its slot for
- * longer than its lease. A lease of cost n holds the n consecutive ids from its first one; the
- * first id is returned (the reply's extra field) to release or extend it. Ids start at now * 1000
- * and skip any in use, so they are unique within the key. No lease expires further ahead than the
- * longest lease or extension (366 days): a set whose last one does is junk (see timed-set.ts).
- */
 const LUA = `
+-- concurrency (ALG.cc): at most limit requests in progress per key, each holding a lease.
+--   KEY  a sorted set: one member per held slot (an integer id), scored by when its lease expires
+--   p    limit, lease ms
+-- Expired leases are dropped before counting, so a holder that crashed never leaks its slot for
+-- longer than its lease. A lease of cost n holds the n consecutive ids from its first one; the
+-- first id is returned (the reply's extra field) to release or extend it. Ids start at now * 1000
+-- and skip any in use, so they are unique within the key. No lease expires further ahead than the
+-- longest lease or extension (366 days): a set whose last one does is junk (see cc_live).
 ALG.cc = {}
 ${timedSetLua('cc')}
 -- The live leases (pruned unless peeking), and when the last one expires.
 local function cc_leases(key, now, peek)
-  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  -- Only ever an argument: formatted once, not by each redis.call (see digits).
   local expired = digits(now)
   return expired, cc_live(key, expired, now + ${MAX_DURATION_MS}, peek)
 end

@@ -19,21 +19,19 @@ export interface FixedWindowOptions {
 // Below this, Redis's millisecond expiry cannot tell one window's counter from the next one's.
 const MIN_WINDOW_MS = 10;
 
-/*
- * KEY  the counter of the current window (a string holding an integer)
- * p    limit, window ms
- *
- * The counter expires one ms after its window ends (PEXPIRE is relative to a clock that may lag
- * TIME by a ms, so expiring exactly at the end could drop it early). A counter whose TTL is not
- * about the time left in this window belongs to another window (it outlived its end by that ms,
- * or the window length changed): it counts as 0 and is overwritten. A counter with no TTL at
- * all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
- * too much, and gets its TTL back in the same script: every call reads the TTL, and any call that
- * finds none sets it. So no counter stays without a TTL once sluice touches it. An admitted
- * request writes one command: INCRBY on a counter that has its TTL (which INCRBY keeps), SET … PX
- * on a new window's counter or one found without a TTL (count and TTL in one command).
- */
 const LUA = `
+-- fixedWindow (ALG.fw): a counter per window, windows aligned to the server's clock.
+--   KEY  the counter of the current window (a string holding an integer)
+--   p    limit, window ms
+-- The counter expires one ms after its window ends (PEXPIRE is relative to a clock that may lag
+-- TIME by a ms, so expiring exactly at the end could drop it early). A counter whose TTL is not
+-- about the time left in this window belongs to another window (it outlived its end by that ms,
+-- or the window length changed): it counts as 0 and is overwritten. A counter with no TTL at
+-- all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
+-- too much, and gets its TTL back in the same script: every call reads the TTL, and any call that
+-- finds none sets it. So no counter stays without a TTL once sluice touches it. An admitted
+-- request writes one command: INCRBY on a counter that has its TTL (which INCRBY keeps), SET ... PX
+-- on a new window's counter or one found without a TTL (count and TTL in one command).
 ALG.fw = {}
 -- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window). A count
 -- sluice did not write (junk, see whole(); a key of another type) reads as none too: the request is

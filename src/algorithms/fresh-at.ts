@@ -1,42 +1,36 @@
 import { defineAlgorithm, unchanged, type Algorithm } from '../engine/algorithm.js';
 
-/*
- * The state shared by gcra and tokenBucket: the instant at which the key's state equals a fresh
- * key's (GCRA's theoretical arrival time; the instant a bucket is full again). Both are one
- * algorithm in two parametrisations: each admitted unit pushes that instant `step` further, and a
- * request fits while the instant stays within `size` steps of now.
- *
- * KEY  the instant, split in two: the key's absolute expiry (PXAT), that instant rounded up to the
- *      ms, and its value, how far before the expiry the instant lies, in units (0 <= value < perMs,
- *      so below 10,000 and stored by Redis as a shared integer, which costs no memory)
- * p    step (units per admitted unit), size (units admitted at once from a fresh key),
- *      perMs (units per ms)
- *
- * `ahead` is how long until the key is fresh, in units: 0 for a missing key, and for a key whose
- * expiry has passed by TIME while Redis's expiry clock (which can lag TIME by a ms, and stands still
- * during a script) still keeps it, so both decide as a missing key does. Every sum is of integers
- * below 2^53, so decisions are exact, and retryAfter is the first ms at which the very sum the next
- * call computes fits. A key without a TTL (PERSIST by hand) has lost its instant: it reads as a key
- * that admits nothing until `size` steps from now, and gets its expiry back on the next write (a
- * denial's keep() included). A value that is not a remainder (a hand-written one, or one an older
- * sluice stored) reads as 0 when the key has an expiry: the expiry alone, rounded up, never admits
- * too much. Junk reads as a missing key, and a denial's keep() deletes it: a value that is not a
- * remainder on a key without an expiry (nothing of it is sluice's), a key of another type, or an
- * expiry further ahead than any policy's schedule reaches (2^53 units: gcra() and tokenBucket()
- * keep three bursts below it: a held one, one of debt, an asked one).
- *
- * A server without PEXPIRETIME (Redis 6.2) reads the expiry as now + PTTL, which is off by the ms
- * that Redis's expiry clock and TIME disagree by. There the value also holds the expiry's last nine
- * digits: (10^9 + expiry mod 10^9) * perMs + the remainder, read back as the expiry within half a
- * cycle (about six days) of now + PTTL, so that it is exact again. It is not a remainder for a server
- * with PEXPIRETIME, which reads it as the expiry alone (after an upgrade: never too much); a value
- * that is not in this form is read as on such a server, from now + PTTL.
- */
+// The header of both forms' Lua, after the algorithm's own.
+const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+-- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
+-- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
+-- instant step further, and a request fits while the instant stays within size steps of now.
+--   KEY  the instant, split in two: the key's absolute expiry (PXAT), that instant rounded up to
+--        the ms, and its value, how far before the expiry the instant lies, in units
+--        (0 <= value < perMs, so below 10,000 and stored by Redis as a shared integer, which costs
+--        no memory)
+--   p    step (units per admitted unit), size (units admitted at once from a fresh key),
+--        perMs (units per ms)
+-- ahead is how long until the key is fresh, in units: 0 for a missing key, and for a key whose
+-- expiry has passed by TIME while Redis's expiry clock (which can lag TIME by a ms, and stands
+-- still during a script) still keeps it, so both decide as a missing key does. Every sum is of
+-- integers below 2^53, so decisions are exact, and retryAfter is the first ms at which the very
+-- sum the next call computes fits. A key without a TTL (PERSIST by hand) has lost its instant: it
+-- reads as a key that admits nothing until size steps from now, and gets its expiry back on the
+-- next write (a denial's keep() included). A value that is not a remainder (a hand-written one, or
+-- one an older sluice stored) reads as 0 when the key has an expiry: the expiry alone, rounded up,
+-- never admits too much. Junk reads as a missing key, and a denial's keep() deletes it: a value
+-- that is not a remainder on a key without an expiry (nothing of it is sluice's), a key of another
+-- type, or an expiry further ahead than any policy's schedule reaches (2^53 units: gcra() and
+-- tokenBucket() keep three bursts below it: a held one, one of debt, an asked one).`;
+
 /**
  * How the Lua finds the key's expiry (`at`: ms, -1 for none; a missing or expired key returns 0),
- * its value and its remainder (`rem`, not one when >= perMs), and what it writes as the value.
+ * its value and its remainder (`rem`, not one when >= perMs), and what it writes as the value;
+ * `about` says, in Lua comments, which form it is.
  */
 interface ExpiryForm {
+  readonly about: string;
   readonly read: string;
   readonly value: string;
 }
@@ -45,6 +39,7 @@ const READ_VALUE = `  local value = redis.pcall('GET', key) if type(value) == 't
   local rem = whole(value)`;
 
 const WITH_PEXPIRETIME: ExpiryForm = {
+  about: `-- This form reads the expiry with PEXPIRETIME (Redis 7.0); a server without it runs the other.`,
   read: `  local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
 ${READ_VALUE}`,
@@ -54,6 +49,12 @@ ${READ_VALUE}`,
 const CYCLE_MS = 1e9;
 
 const WITHOUT_PEXPIRETIME: ExpiryForm = {
+  about: `-- This form is for a server without PEXPIRETIME (Redis 6.2), which reads the expiry as now + PTTL:
+-- off by the ms that Redis's expiry clock and TIME disagree by. So the value also holds the
+-- expiry's last nine digits: (10^9 + expiry mod 10^9) * perMs + the remainder, read back as the
+-- expiry within half a cycle (about six days) of now + PTTL, so that it is exact again. It is not a
+-- remainder for a server with PEXPIRETIME, which reads it as the expiry alone (after an upgrade:
+-- never too much); a value that is not in this form is read as on such a server, from now + PTTL.`,
   read: `  local at = redis.call('PTTL', key)
   if at == -2 then return 0 end
 ${READ_VALUE}
@@ -70,8 +71,12 @@ ${READ_VALUE}
   value: `(${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead`,
 };
 
-function lua(id: string, expiry: ExpiryForm): string {
+function lua(id: string, header: string, expiry: ExpiryForm): string {
   return `
+${header.trim()}
+--
+${HEADER}
+${expiry.about}
 ALG.${id} = {}
 -- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
 local function ${id}_ahead(key, now, p)
@@ -126,15 +131,16 @@ function write(ahead: number, perMs: number) {
 }
 
 /**
- * The algorithm under the Lua table and key suffix `id`. The memory store only holds keys that
- * have not expired by `now`, each with a TTL, so its entries are the live keys of the Lua.
+ * The algorithm under the Lua table and key suffix `id`, its Lua after `header` (Lua comments on
+ * what the parametrisation is). The memory store only holds keys that have not expired by `now`,
+ * each with a TTL, so its entries are the live keys of the Lua.
  */
-export function freshAtAlgorithm(id: string): Algorithm {
+export function freshAtAlgorithm(id: string, header: string): Algorithm {
   return defineAlgorithm<number>({
     id,
     stableDenials: true,
-    lua: lua(id, WITH_PEXPIRETIME),
-    luaWithoutPexpiretime: lua(id, WITHOUT_PEXPIRETIME),
+    lua: lua(id, header, WITH_PEXPIRETIME),
+    luaWithoutPexpiretime: lua(id, header, WITHOUT_PEXPIRETIME),
     decide(now, entry, cost, [step = 1, size = 0, perMs = 1]) {
       const most = step * size;
       const ahead = entry ? entry.ttlMs * perMs - entry.value : 0;

@@ -21,13 +21,17 @@ export interface GcraOptions {
 
 const MIN_INTERVAL_US = 500;
 
-/*
- * With T the interval (µs), a request of cost n is admitted if max(TAT, now) + n*T <= now + burst*T,
- * and then the theoretical arrival time TAT becomes max(TAT, now) + n*T. A fresh key admits `burst`
- * at once; after that one request every T. Cost n is all or nothing. TAT is the instant the key is
- * fresh again, so it is the key's expiry (see fresh-at.ts): integer µs, nothing lost to rounding.
- */
-const algorithm = freshAtAlgorithm('gcra');
+const algorithm = freshAtAlgorithm(
+  'gcra',
+  `
+-- gcra (ALG.gcra): the generic cell rate algorithm. With T the interval (us), a request of cost n
+-- is admitted if max(TAT, now) + n*T <= now + burst*T, and then the theoretical arrival time TAT
+-- becomes max(TAT, now) + n*T. A fresh key admits burst at once; after that one request every T.
+-- Cost n is all or nothing. TAT is the instant the key is fresh again, so it is the key's expiry
+-- (below): integer us, nothing lost to rounding.
+--   p  T in us (step), burst (size), 1000 us per ms (perMs)
+`,
+);
 
 /**
  * The generic cell rate algorithm: `limit` per `period`, evenly spaced, with up to `burst` at once.

@@ -24,27 +24,24 @@ export const SLIDING_LOG_MAX_LIMIT = 10_000;
 /**
  * The twin's log: for each admitted unit, oldest first, when it was admitted (its score) and its id
  * (its member), unique within the key, one number after the other. Flat, so that a member costs
- * no object of its own: as an array of [score, id] pairs the memory store made 0.72-0.83 million
- * decisions per second in a probe (10,000 keys, limit 10,000, alone in process), flat 1.2-1.4 million.
+ * no object of its own (docs/performance.md, "In process").
  */
 type Log = number[];
 
-/*
- * KEY  a sorted set: one member per admitted unit, scored by its admission time in ms
- * p    limit, window ms
- *
- * Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
- * even when thousands arrive in one ms, and of equal length, so their lexical order is their
- * numeric order and ZRANGE -1 -1 finds the newest. A member is never scored before the newest one,
- * so a server clock stepping back cannot reorder the log, and leaves the newest at most a window
- * ahead: a log further ahead is junk (see timed-set.ts).
- */
 const LUA = `
+-- slidingLog (ALG.sl): one sorted-set member per admitted unit, exact over any window.
+--   KEY  a sorted set: one member per admitted unit, scored by its admission time in ms
+--   p    limit, window ms
+-- Member ids are integers, now * 1000 or one more than the newest id, whichever is larger: unique
+-- even when thousands arrive in one ms, and of equal length, so their lexical order is their
+-- numeric order and ZRANGE -1 -1 finds the newest. A member is never scored before the newest one,
+-- so a server clock stepping back cannot reorder the log, and leaves the newest at most a window
+-- ahead: a log further ahead is junk (see sl_live).
 ALG.sl = {}
 ${timedSetLua('sl')}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
-  -- Only ever an argument: formatted once, not by each redis.call (see algorithm.ts).
+  -- Only ever an argument: formatted once, not by each redis.call (see digits).
   local cutoff = digits(now - window)
   local count, newestAt, newestId = sl_live(key, cutoff, now + window, peek)
   local reset, retry = 0, 0

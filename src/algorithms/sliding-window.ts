@@ -25,16 +25,14 @@ interface Counters {
 
 const MIN_WINDOW_MS = 10;
 
-/*
- * KEY  a hash: s (start of the current window, ms), p (previous window's count), c (current count)
- * p    limit, window ms
- *
- * The sliding window counter (Cloudflare, 2017): the count over the last window is estimated as
- * previous * (window - elapsed) / window + current. Comparisons are made multiplied by the window,
- * so they stay in integers and exact. A denied request learns when the estimate will have dropped
- * enough for its cost, in this window or the next.
- */
 const LUA = `
+-- slidingWindow (ALG.sw): the sliding window counter (Cloudflare, 2017), an estimate in O(1).
+--   KEY  a hash: s (start of the current window, ms), p (previous window's count), c (current count)
+--   p    limit, window ms
+-- The count over the last window is estimated as previous * (window - elapsed) / window + current.
+-- Comparisons are made multiplied by the window, so they stay in integers and exact. A denied
+-- request learns when the estimate will have dropped enough for its cost, in this window or the
+-- next.
 ALG.sw = {}
 -- The counters, and whether they are this window's. A start that is missing or names another
 -- window is a fresh window. Counters of a window it names that sluice did not write (junk, see
@@ -106,7 +104,7 @@ end
 
 function counters(now: number, stored: Counters | undefined, window: number): Counters & { same: boolean } {
   const start = now - (now % window);
-  // Built field by field: a spread of `stored` measured a quarter of the twin's time.
+  // Built field by field: a spread of `stored` was the twin's hot spot (docs/performance.md, "In process").
   if (stored?.start === start) return { start, previous: stored.previous, current: stored.current, same: true };
   if (stored?.start === start - window) return { start, previous: stored.current, current: 0, same: false };
   return { start, previous: 0, current: 0, same: false };

@@ -1,16 +1,15 @@
-/*
- * The state shared by slidingLog and concurrency: a sorted set of integer ids scored by a time in
- * ms (an entry's admission, a lease's expiry), pruned of what `cutoff` leaves behind.
- *
- * Lua for `<id>_live(key, cutoff, latest, peek)`: prunes members scored at or before `cutoff` (a
- * string; a peek only counts past it) and returns how many are left, then the newest member's score
- * and id. A set whose newest member sluice did not write is junk, read as empty and deleted unless
- * peeking: a key of another type, an id that is not a whole number (see whole()), a score that is
- * not a whole ms or lies after `latest`, which no clock or lease of sluice's reaches. Scores, which
- * Redis replies as strings, always read by arithmetic ('inf' included); ids do not.
- */
+/** The Lua of `<id>_live`, for an algorithm whose state is a timed set: slidingLog and concurrency. */
 export function timedSetLua(id: string): string {
   return `
+-- The state shared by slidingLog and concurrency (src/algorithms/timed-set.ts): a sorted set of
+-- integer ids scored by a time in ms (an entry's admission, a lease's expiry), pruned of what
+-- cutoff leaves behind.
+-- ${id}_live(key, cutoff, latest, peek): prunes members scored at or before cutoff (a string; a
+-- peek only counts past it) and returns how many are left, then the newest member's score and id.
+-- A set whose newest member sluice did not write is junk, read as empty and deleted unless
+-- peeking: a key of another type, an id that is not a whole number (see whole()), a score that is
+-- not a whole ms or lies after latest, which no clock or lease of sluice's reaches. Scores, which
+-- Redis replies as strings, always read by arithmetic ('inf' included); ids do not.
 local function ${id}_live(key, cutoff, latest, peek)
   local count
   if peek then

@@ -22,14 +22,18 @@ export interface TokenBucketOptions {
 const UNITS_PER_MS = 10_000;
 const UNITS_PER_SECOND = 1000 * UNITS_PER_MS;
 
-/*
- * The bucket is held as the instant it is full again: tokens(now) = capacity - (fullAt - now) *
- * rate, at most capacity (fullAt <= now is a full bucket, as is a missing key). Taking n tokens
- * moves fullAt to max(fullAt, now) + n token refill times. Each token's refill time is rounded up
- * to the unit, so the bucket never refills faster than `refillPerSecond`, and every sum is of
- * integers: remaining, resetAfter and retryAfter are exact for that rounded rate.
- */
-const algorithm = freshAtAlgorithm('tb');
+const algorithm = freshAtAlgorithm(
+  'tb',
+  `
+-- tokenBucket (ALG.tb): the bucket is held as the instant it is full again: tokens(now) =
+-- capacity - (fullAt - now) * rate, at most capacity (fullAt <= now is a full bucket, as is a
+-- missing key). Taking n tokens moves fullAt to max(fullAt, now) + n token refill times. Each
+-- token's refill time is rounded up to the unit of 100 ns, so the bucket never refills faster
+-- than refillPerSecond, and every sum is of integers: remaining, resetAfter and retryAfter are
+-- exact for that rounded rate.
+--   p  a token's refill time in units of 100 ns (step), capacity (size), 10000 units per ms (perMs)
+`,
+);
 
 /** Bursts up to `capacity`, then `refillPerSecond` on average; O(1) memory per key. */
 export function tokenBucket(options: TokenBucketOptions): Policy {

@@ -24,30 +24,10 @@ export interface Step<V> {
 /**
  * An algorithm, twice: Lua that runs inside Redis and a TypeScript twin for the memory store,
  * side by side in one file. The Lua defines `ALG.<id>` with the twin's functions, the step's
- * `admit` and `keep` among them:
- *
- *   ALG.<id>.decide(key, cost, now, p, peek, state) -> allowed, remaining, reset, retry
- *   ALG.<id>.admit(key, cost, now, p, state)  -> remaining, reset, extra
- *   ALG.<id>.keep(key, cost, now, p, state)
- *   ALG.<id>.refund(key, cost, now, p)       -> true if it gave anything back
- *   ALG.<id>.release(key, cost, now, p, id)  -> true if the lease was held (concurrency only)
- *   ALG.<id>.extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
- *
- * `p` holds the policy's numeric parameters; `now` is the Redis server's time in ms. `state` is
- * the Lua's form of the twin's closures: decide leaves in it what admit or keep needs of what it
- * read. It is one table per policy, reused by the requests of a batch, so a decision allocates no
- * table or closure (each measured in Redis's instruction count).
- *
- * Redis 7.0 turns a number given to `redis.call` into its argument with `%.17g` (2,200 to 3,300
- * instructions by its length, about what a whole `GET` costs): constants go as strings ('-1',
- * not -1), the cost as ARGV's text (`state.costText`), and a computed integer through `digits(n)`
- * (string.format('%d'), about a third less), once however many arguments it is. Concatenating a
- * number ('(' .. n) costs as much as formatting it (Lua's own `%.14g`).
- *
- * State may hold anything (a hand or another program can write it): a number is read through
- * `whole(value)` (nil unless a whole number from 0 to 2^53), and the first command that reads a value
- * through `redis.pcall` (a key of another type replies an error instead of failing the script). Junk
- * reads as empty state, and `admit` or `keep` writes over it with a TTL (docs/algorithms.md).
+ * `admit` and `keep` among them; their contract, and how the Lua reads state and formats numbers,
+ * is written in the Lua itself, above `local ALG` (driver.ts's HELPERS; any script under lua/).
+ * Where the twin's `decide` returns `admit` and `keep` as closures, the Lua's leaves what they
+ * need in a state table, so that a decision allocates no table or closure in Redis.
  */
 export interface Algorithm<V = unknown> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */

@@ -10,27 +10,31 @@ export interface BatchScript {
   readonly sha: string;
 }
 
-/*
- * KEYS   every request's keys, request after request
- * ARGV   the batch's deadline (the earliest of its requests', see readServerTime), then the
- *        requests, those sharing their args as one group: the group's number of requests, the
- *        number of keys of each, the number of args, then the args, once for all of them
- * reply  for each request: the length of its reply, then its reply; or -1 and an error message.
- *        Packed (for clients that hand a reply over as a Buffer), all of it as one MessagePack
- *        string: see msgpack.ts for why.
- *
- * The script's setup (its algorithms and the driver, `decideCall`) runs once; then the driver
- * decides each request as if it had been sent alone, after the requests before it in the batch,
- * writing its reply straight into the batch's. The batch reads TIME once: it runs at one instant
- * anyway, atomically. A request that fails (an error sluice did not foresee: state never fails one,
- * it heals) fails alone: pcall keeps the others going, as separate calls would.
- * Args are sent once per group because Redis pays for every argument of a command: requests of
- * one limiter share them, which makes a batch about half as costly to run as with args per request.
- * The requests of a group share their KEYS and ARGV tables too (the driver only reads them).
+// How a batch replies, each one line, so that both forms have the same lines.
+const PACKED = 'Packed into one MessagePack string (cmsgpack), for clients that take a Buffer.';
+const PLAIN = 'As an array, for clients that cannot take a reply as a Buffer.';
+
+/**
+ * The batch form of `script`: its setup (so the lines of both are the same, but for the first),
+ * then a loop that runs the driver once per request.
  */
 function batchLua(script: Script, packed: boolean): string {
   return `-- sluice batch of ${script.name}
-${script.setup}
+${script.setup}-- A batch: many calls in one EVALSHA (src/engine/batch.ts). The definitions above run once; then
+-- decideCall decides each request as if it had been sent alone, after the requests before it in
+-- the batch, writing its reply straight into the batch's.
+--   KEYS   every request's keys, request after request
+--   ARGV   [1] the batch's deadline (the earliest of its requests', read as a lone call's is), then
+--          the requests, those that share their args as one group: the group's number of
+--          requests, the number of keys of each, the number of args, then the args, once for all
+--          of them
+--   reply  for each request: the length of its reply, then its reply (decideCall's); or -1 and an
+--          error message. ${packed ? PACKED : PLAIN}
+-- The batch reads TIME once: it runs at one instant anyway, atomically. A request that fails (an
+-- error sluice did not foresee: state never fails one, it heals) fails alone: pcall keeps the
+-- others going, as separate calls would. A group's args are sent once, since Redis pays for every
+-- argument of a command (docs/performance.md), and its requests share their KEYS and ARGV tables
+-- too (the driver only reads them).
 ${readServerTime('ARGV[1] + 0')}
 local out, n = {}, 0
 local k, a = 1, 2

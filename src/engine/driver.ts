@@ -27,32 +27,88 @@ export interface Call {
   }[];
 }
 
-/*
- * The driver, shared by every limiter: one script decides a request under all of a limiter's
- * policies at once. It asks each policy first (nothing written but pruning), then admits the
- * request in all of them or counts it in none, so several limits never spend units on a denied
- * request.
- *
- * KEYS  [1] the block key, [2] the strikes key (consecutive denials) only when the limiter has a
- *       penalty box (strikes to block > 0), then one key per policy
- * ARGV  op, cost, target, ms, strikes to block, block ms, policy count, then per policy:
- *       algorithm id, parameter count, parameters...; when the cost is 'each' (its own per
- *       policy), then per policy: its cost, and for settle the most it may owe (its largest cost)
- * reply see Reply in types.ts
- *
- * settle takes a policy's cost whether or not it fits, so the key may go into debt (remaining below
- * 0, denied until time pays it off), but never by more than the policy's largest cost: what is past
- * that is not taken. That keeps every state within two limits' worth (a sliding log within two
- * limits of members, gcra's and the token bucket's instant below 2^53 units).
- */
-// Defined with the algorithms, so a batch reads its ARGV once for all the requests that share
-// that table (every request of one limiter at one cost), not once per request.
+// The Lua every script shares, assembled by build(). Its headers are Lua comments, so the assembled
+// script documents itself: lua/ holds the scripts as Redis runs them (`npm run scripts`).
+const HELPERS = `
+-- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor); sluice's repository
+-- holds such scripts under lua/, where npm run scripts prints any of them. Its definitions come
+-- first, in this order: these helpers; callOf, which parses a call's ARGV; decideCall, the driver,
+-- which decides a call under all of a limiter's policies; then ALG.<id>, one table per algorithm
+-- of the limiter's policies. What runs comes last: a call sent alone (below the algorithms), or a
+-- batch's loop over many calls (src/engine/batch.ts). So the helpers and the driver are at the
+-- same lines in every script, lone or batch. What the choices the comments name save, measured in
+-- Redis's instructions, is in docs/performance.md ("What a decision's Lua costs").
+
+-- One table per algorithm, each with these functions (key: the policy's key; p: the policy's
+-- numeric parameters; now: the Redis server's time in ms):
+--   decide(key, cost, now, p, peek, state) -> allowed, remaining, reset, retry
+--       asks, writing nothing but the pruning of expired entries (none when peek), and leaves in
+--       state what admit or keep needs of what it read
+--   admit(key, cost, now, p, state) -> remaining, reset, extra
+--       counts the request (extra: a lease id, or 0)
+--   keep(key, cost, now, p, state)
+--       the request is not counted here (denied by this policy or another): only keeps the TTL
+--       healthy
+--   refund(key, cost, now, p) -> true if it gave anything back
+--   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
+--   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
+-- state is one table per policy, reused by the requests of a batch, so a decision allocates no
+-- table or closure. Each algorithm's TypeScript twin (the memory store's) has the same functions.
+-- State in Redis may hold anything (a hand or another program can write it): a number is read
+-- through whole(), and the first command that reads a value through redis.pcall (a key of another
+-- type replies an error instead of failing the script). Junk reads as empty state, and admit or
+-- keep writes over it with a TTL (docs/algorithms.md).
+local ALG = {}
+-- Locals: a global's field is looked up on every use, a local is not.
+local floor, ceil, format, type = math.floor, math.ceil, string.format, type
+-- An integer as redis.call's argument. Redis 7.0 formats a number argument with %.17g, which costs
+-- more than '%d' (docs/performance.md): constants go as strings ('-1', not -1), the cost as ARGV's
+-- text (state.costText), and a computed integer through digits(n), once however many arguments it
+-- is. Concatenating a number ('(' .. n) costs as much as formatting it (Lua's own %.14g). Only
+-- whole numbers below 2^53 reach it ('%d' would cut a fraction off): sluice's arithmetic on ARGV,
+-- TIME and state read through whole().
+local function digits(n)
+  return format('%d', n)
+end
+-- A number as sluice writes one (a count, a time in ms, an id): a whole number from 0 to 2^53; nil
+-- for anything else, which only a hand or another program writes: text, a fraction, a negative or
+-- absurd number, a missing value, or a key of another type (redis.pcall's error reply). State that
+-- does not read is junk, and reads as empty.
+local function whole(value)
+  local n = tonumber(value)
+  if n and n >= 0 and n < 2^53 and n % 1 == 0 then return n end
+end
+-- Whether a reply of redis.pcall on state is an error the key's value did not cause: a command the
+-- ACL refuses, OOM. The caller raises it (error(reply)) on the line of its redis.pcall, so the
+-- error names that line, as redis.call's would; errors the value causes (a key of another type,
+-- INCR on a value that is not a count) are junk, which the caller reads as empty state.
+local function refused(reply)
+  local err = reply.err
+  return err and not (err:find('^WRONGTYPE') or err:find('^ERR value is not') or err:find('^ERR increment or decrement'))
+end
+`;
+
 const PARSE_CALL = `
+-- callOf(ARGV): a call's arguments, parsed. ARGV:
+--   [1] op: limit, peek, refund, settle, release, extend, block or reset
+--   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
+--       to give back when negative), or 'each' when each policy has its own (they follow the
+--       policies)
+--   [3] target: block: its duration in ms; release and extend: the lease id
+--   [4] ms: extend: the new lease length in ms
+--   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
+--   [6] blockMs: how long the penalty box blocks the key, in ms
+--   [7] the number of policies, then per policy: its algorithm's id (ALG.<id>), the number of its
+--       parameters, the parameters
+--   then, when the cost is 'each', per policy: its cost, and for settle the most it may owe (the
+--   policy's largest cost) after it
+-- It remembers the last table it parsed: a batch's requests that share their args (every request
+-- of one limiter at one cost) share one ARGV table, parsed once rather than once per request.
 local parsedArgv, parsedCall
 local function callOf(ARGV)
   if parsedArgv ~= ARGV then
-    -- ARGV's numbers are read by arithmetic (s + 0), which converts a string once: tonumber
-    -- converts it twice (Lua 5.1 checks it is a number, then converts it), ~1,500 instructions, not ~600.
+    -- ARGV's numbers are read by arithmetic (s + 0), which converts a string once, where tonumber
+    -- converts it twice (Lua 5.1 checks it is a number, then converts it; docs/performance.md).
     local each = ARGV[2] == 'each'
     local policies, pos, count = {}, 8, ARGV[7] + 0
     for i = 1, count do
@@ -86,9 +142,22 @@ local function callOf(ARGV)
 end
 `;
 
-// The driver as a function: it writes its reply into `out` after index `at` and returns its length,
-// so a batch collects every reply in one table. `now` is the server's time in ms.
 const DRIVER = `
+-- decideCall(KEYS, ARGV, now, out, at): the driver, shared by every limiter. It decides one call
+-- under all of a limiter's policies at once: it asks each policy first (nothing written but
+-- pruning), then admits the request in all of them or counts it in none, so several limits never
+-- spend units on a denied request. now is the server's time in ms. It writes its reply into out
+-- after index at and returns the reply's length, so that a batch collects every reply in one table.
+--   KEYS   [1] the block key; [2] the strikes key (consecutive denials), only when the limiter has
+--          a penalty box (ARGV's strikes > 0); then one key per policy, policy i's at KEYS[first + i]
+--   ARGV   see callOf
+--   reply  allowed (1 or 0), now, blocked for ms (0 when not blocked), then five numbers per
+--          policy: allowed (1 or 0), remaining, resetAfterMs, retryAfterMs, extra (a lease id, or
+--          0); for the other ops three numbers: done (1 or 0), now, and the block's ms (block) or 0
+-- settle takes a policy's cost whether or not it fits, so the key may go into debt (remaining below
+-- 0, denied until time pays it off), but never by more than the policy's largest cost: what is past
+-- that is not taken. That keeps every state within two limits' worth (a sliding log within two
+-- limits of members, gcra's and the token bucket's instant below 2^53 units).
 local function decideCall(KEYS, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, policies, first = c.op, c.policies, c.first
@@ -154,8 +223,8 @@ local function decideCall(KEYS, ARGV, now, out, at)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', KEYS[1]) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
-  -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison:
-  -- math.max, a global's field and a C call, costs five times as much).
+  -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison,
+  -- cheaper than math.max, a global's field and a C call).
   local all = true
   for i = 1, #policies do
     local policy, p = policies[i], at + 3 + (i - 1) * 5
@@ -207,16 +276,17 @@ end
 export const LATE = 'LATE';
 
 /**
- * Lua statements that set `now`, every decision's time: the Redis server's, in ms, and refuse the
- * whole call when `now` is past `deadline` (a Lua expression; 0: none), the server time after which
- * the caller stopped waiting and answered from its failure policy: a command that reaches Redis
- * late (held in a paused server, a stalled connection, a client's resend queue) then counts nothing.
- * The refusal is an error reply naming the server's time, from which the store learns its clock.
- * TIME replies with strings, read by arithmetic (see callOf). They follow a script's setup, which
- * defines `floor` and `digits`.
+ * The Lua that sets `now` and refuses a late call, where `deadline` is a Lua expression for the
+ * call's deadline. It follows a script's setup, which defines `floor` and `digits`.
  */
 export function readServerTime(deadline: string): string {
-  return `local time = redis.call('TIME')
+  return `-- now: every decision's time, the Redis server's, in ms (TIME replies with strings, read by
+-- arithmetic as ARGV is). The call is refused whole when now is past its deadline (server time in
+-- ms; 0: none), after which its caller stopped waiting and answered from its failure policy: a
+-- command that reaches Redis late (held in a paused server, a stalled connection, a client's
+-- resend queue) then counts nothing. The refusal is an error reply naming the server's time, from
+-- which the store learns its clock.
+local time = redis.call('TIME')
 local now = time[1] * 1000 + floor(time[2] / 1000)
 local deadline = ${deadline}
 if deadline > 0 and now >= deadline then
@@ -224,40 +294,12 @@ if deadline > 0 and now >= deadline then
 end`;
 }
 
-// A call on its own: one decision, its reply the whole reply. Its deadline follows its ARGV.
-const BODY = `${readServerTime('ARGV[#ARGV] + 0')}
+const BODY = `-- A call sent alone: KEYS as decideCall reads them, ARGV as callOf reads it and then the call's
+-- deadline. The reply is decideCall's.
+${readServerTime('ARGV[#ARGV] + 0')}
 local out = {}
 decideCall(KEYS, ARGV, now, out, 0)
 return out
-`;
-
-// Defined before the algorithms, for all of them. A global's field is looked up on every use:
-// a local is not.
-const HELPERS = `
-local ALG = {}
-local floor, ceil, format, type = math.floor, math.ceil, string.format, type
--- An integer as redis.call's argument: given a number, Redis 7.0 formats it with %.17g, which
--- costs more than '%d' (see algorithm.ts). Only whole numbers below 2^53 reach it ('%d' would cut
--- a fraction off): sluice's arithmetic on ARGV, TIME and state read through whole().
-local function digits(n)
-  return format('%d', n)
-end
--- A number as sluice writes one (a count, a time in ms, an id): a whole number from 0 to 2^53; nil
--- for anything else, which only a hand or another program writes: text, a fraction, a negative or
--- absurd number, a missing value, or a key of another type (redis.pcall's error reply). State that
--- does not read is junk, and reads as empty.
-local function whole(value)
-  local n = tonumber(value)
-  if n and n >= 0 and n < 2^53 and n % 1 == 0 then return n end
-end
--- Whether a reply of redis.pcall on state is an error the key's value did not cause: a command the
--- ACL refuses, OOM. The caller raises it (error(reply)) on the line of its redis.pcall, so the
--- error names that line, as redis.call's would; errors the value causes (a key of another type,
--- INCR on a value that is not a count) are junk, which the caller reads as empty state.
-local function refused(reply)
-  local err = reply.err
-  return err and not (err:find('^WRONGTYPE') or err:find('^ERR value is not') or err:find('^ERR increment or decrement'))
-end
 `;
 
 /** What a list of policies always sends: its script, and the policies' part of ARGV. */
@@ -424,7 +466,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
 
 const scripts = new Map<string, Script>();
 
-/** The script for a set of algorithms: their Lua, then the driver. Built once per set. */
+/** The script for a set of algorithms: the driver, then their Lua. Built once per set. */
 export function scriptFor(algorithms: readonly Algorithm[]): Script {
   const unique = [...new Map(algorithms.map((a) => [a.id, a])).values()].sort((a, b) => a.id.localeCompare(b.id));
   const name = unique.map((a) => a.id).join('+');
@@ -452,7 +494,8 @@ export function scriptFor(algorithms: readonly Algorithm[]): Script {
 }
 
 function build(name: string, algorithmsLua: readonly string[], twin: Script['twin']): Script {
-  const setup = `${HELPERS.trim()}\n${algorithmsLua.map((lua) => lua.trim()).join('\n')}\n${PARSE_CALL.trim()}\n${DRIVER.trim()}\n`;
+  // The driver before the algorithms, so its lines are the same in every script.
+  const setup = `${[HELPERS, PARSE_CALL, DRIVER, ...algorithmsLua].map((lua) => lua.trim()).join('\n\n')}\n\n`;
   const lua = `-- sluice: ${name}\n${setup}${BODY}`;
   return { name, lua, setup, body: BODY, sha: sha1Hex(lua), twin };
 }

@@ -3,10 +3,9 @@
  * numbers and strings (the batch's lengths, replies and error messages). Only the types that
  * array can hold are read; anything else is an error, as is an array that ends early.
  *
- * Why a batch replies this way: ioredis decodes a RESP array element by element, and for a batch
- * of 256 decisions (nine integers each) that took about a quarter of Node's time per decision.
- * Packing costs Redis about what writing the RESP array did, and this loop reads the packed reply
- * in a tenth of the time (docs/performance.md).
+ * Why a batch replies this way: ioredis decodes a RESP array element by element, a large share of
+ * Node's time per decision in a batch of 256; packing costs Redis about what writing the array did,
+ * and this loop reads the packed reply far faster (docs/performance.md, the batch's reply).
  */
 type Reader = (bytes: Buffer, at: number) => number;
 

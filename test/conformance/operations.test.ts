@@ -139,7 +139,7 @@ for (const storeCase of harness.cases) {
         it('a call during a block gives a block key that lost its TTL (PERSIST) its TTL back', async () => {
           const redis = storeCase.redis!;
           const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1h' }) });
-          const blockKey = `${limiter.prefix}:{k}:blk`;
+          const blockKey = limiter.storageKeys('k').block;
           await limiter.block('k', '1h');
           assert.equal(await redis.persist(blockKey), 1);
           assert.equal((await limiter.peek('k')).allowed, false);

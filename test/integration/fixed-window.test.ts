@@ -2,20 +2,18 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createLimiter, fixedWindow, redisStore } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
+import { policyKey } from '../support/keys.js';
 
 const harness = useRedis();
 
 describe('fixed window in Redis: what each call writes', () => {
   function limiter() {
-    const prefix = uniquePrefix();
-    return {
-      limiter: createLimiter({
-        store: redisStore(harness.redis),
-        policy: fixedWindow({ limit: 5, window: '1h' }),
-        prefix,
-      }),
-      key: `${prefix}:{k}:fw`,
-    };
+    const made = createLimiter({
+      store: redisStore(harness.redis),
+      policy: fixedWindow({ limit: 5, window: '1h' }),
+      prefix: uniquePrefix(),
+    });
+    return { limiter: made, key: policyKey(made) };
   }
 
   it('admits with the count and its TTL in one write, keeping the TTL it has', async () => {

@@ -15,6 +15,7 @@ import {
 import { waitFor } from '../support/cluster.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 import { MASTER_NAME, startSentinelGroup, type SentinelGroup } from '../support/sentinel.js';
+import { policyKey } from '../support/keys.js';
 
 const HOUR = 3_600_000;
 const TIMEOUT_MS = 500;
@@ -210,7 +211,7 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
               [5, 0],
             );
             const ttls = await keysWithTtl(newMaster, limiter.prefix);
-            assert.deepEqual([...ttls.keys()].sort(), [`${limiter.prefix}:{fresh}:fw`, `${limiter.prefix}:{hot}:fw`]);
+            assert.deepEqual([...ttls.keys()].sort(), [policyKey(fresh, 'fresh'), policyKey(fresh, 'hot')]);
             for (const [key, ttl] of ttls) assert.ok(ttl > 0, `${key} has PTTL ${ttl}`);
           }
         } finally {

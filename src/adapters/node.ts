@@ -92,7 +92,7 @@ export function limitIncoming<Req extends IncomingMessage, Res extends ServerRes
  * Express's and Koa's default error handlers do.
  *
  *     const limit = rateLimit({ limiter });
- *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
+ *     createServer((req, res) => void limit(req, res).then((allowed) => allowed && res.end('hello')));
  */
 export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   options: RateLimitOptions<Req, ServerResponse>,

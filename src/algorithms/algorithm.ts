@@ -82,7 +82,7 @@ export interface Algorithm<V = unknown> {
 
 /** Erases the state type, so algorithms of different state can sit in one list. */
 export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
-  return algorithm as unknown as Algorithm;
+  return algorithm;
 }
 
 export const unchanged = { write: undefined, done: false } as const;

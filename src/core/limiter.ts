@@ -49,7 +49,8 @@ export interface WaitOptions extends LimitOptions {
 
 /**
  * A request admitted at an estimate of its cost, from reserve(): once its true cost is known,
- * settle() corrects the charge. Unsettled, it stays charged at the estimate.
+ * settle() corrects the charge. Unsettled, it stays charged at the estimate. settle and cancel
+ * work detached from the reservation (the middleware takes them off it): they use no `this`.
  */
 export interface Reservation extends Decision {
   /**
@@ -61,9 +62,9 @@ export interface Reservation extends Decision {
    * decided without the store). A failed settle rejects with a StoreError, changes nothing, and
    * may be retried.
    */
-  settle(actual: number | CostByUnit): Promise<boolean>;
+  settle(this: void, actual: number | CostByUnit): Promise<boolean>;
   /** Gives back the whole estimate: settle(0). */
-  cancel(): Promise<boolean>;
+  cancel(this: void): Promise<boolean>;
 }
 
 /** A slot taken by acquire() under a concurrency policy. */
@@ -357,7 +358,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const args = scriptArgs({ op, cost, target, ms, penalty, policies: list });
     if (!own) return args;
     let byCost = ownArgs.get(op);
-    if (byCost === undefined) ownArgs.set(op, (byCost = new Map()));
+    if (byCost === undefined) ownArgs.set(op, (byCost = new Map<number, readonly string[]>()));
     const shared = args.map(String);
     if (byCost.size < 64) byCost.set(cost, shared);
     return shared;
@@ -448,14 +449,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return shadow ? decision.then(shadowed) : decision;
   }
 
+  const limit: Limiter['limit'] = (key, limitOptions) => promised(() => consume(key, limitOptions, false));
+
   const limiter: Limiter = {
     policies,
     policy: policies[0] as Policy,
     prefix,
-    limit(key, limitOptions) {
-      return promised(() => consume(key, limitOptions, false));
-    },
-    limitMany: (keys, limitOptions) => limitEach(limiter.limit, keys, limitOptions),
+    limit,
+    limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
@@ -510,7 +511,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       denied?.forget(k);
       await guard.settle((validForMs) => run(validForMs, clientId(k), policies, 'block', 1, ms));
     },
-    waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
+    waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     async acquire(key, acquireOptions) {
       const sent: Sent = { list: policies, cost: 1 };
       const decision = await consume(key, acquireOptions, true, sent);

@@ -18,7 +18,7 @@ const limiter = createLimiter({
 
 const app = Fastify();
 await app.register(rateLimit, { limiter });
-app.get('/', async () => 'hello');
+app.get('/', () => 'hello');
 
 const url = await app.listen({ port: Number(process.env.PORT ?? 3000), host: '127.0.0.1' });
 console.log(`listening on ${url}`);

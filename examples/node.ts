@@ -17,9 +17,11 @@ const limiter = createLimiter({
 });
 const limit = rateLimit({ limiter });
 
-const server = createServer(async (req, res) => {
-  if (!(await limit(req, res))) return;
-  res.end('hello');
+// limit() never rejects: a callback of yours that throws is logged and answered 500.
+const server = createServer((req, res) => {
+  void limit(req, res).then((allowed) => {
+    if (allowed) res.end('hello');
+  });
 });
 
 server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {

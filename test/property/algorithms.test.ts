@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/core/script.js';
-import type { Decision, Policy, Reply, Write } from '../../src/core/types.js';
+import type { Decision, Policy, Reply } from '../../src/core/types.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
@@ -78,7 +78,7 @@ function ttlCheckedStore(inner: Store, policy: Policy, windowMs: number): Store 
           ...script,
           twin(now, entries, scriptArgsList) {
             const result = script.twin(now, entries, scriptArgsList);
-            for (const write of result.writes as readonly Write<unknown>[]) {
+            for (const write of result.writes) {
               if (write)
                 assert.ok(write.ttlMs >= 1 && write.ttlMs <= most, `TTL ${write.ttlMs} for a ${windowMs} ms window`);
             }

@@ -17,8 +17,8 @@ const cases = harness.cases.filter((c) => c.name === 'memory' || c.name === 'red
 interface Running {
   server: SluiceServer;
   grpc: RlsClient;
-  json(body: unknown): Promise<{ status: number; type: string | null; body: Record<string, unknown> }>;
-  get(path: string): Promise<{ status: number; text: string }>;
+  json: (body: unknown) => Promise<{ status: number; type: string | null; body: Record<string, unknown> }>;
+  get: (path: string) => Promise<{ status: number; text: string }>;
   config: Awaited<ReturnType<typeof configDir>>;
 }
 

@@ -246,9 +246,9 @@ describe('failure policy', () => {
       ['hooks', 42],
     ] as const) {
       assert.throws(
-        () => createLimiter({ store, policy, [option]: value } as unknown as LimiterOptions),
+        () => createLimiter({ store, policy, [option]: value }),
         (e: unknown) => e instanceof InvalidOptionError && e.option === option,
-        `${option}: ${String(value)}`,
+        `${option}: ${JSON.stringify(value)}`,
       );
     }
   });

@@ -322,16 +322,18 @@ for (const storeCase of harness.cases) {
         const limiter = limiterOn(storeCase, {
           policy: [
             fixedWindow({ limit: 100, window: '1h', name: 'requests' }),
-            tokenBucket({ capacity: 10, refillPerSecond: 50, name: 'tokens', counts: 'tokens' }),
+            // Deep enough that the full bucket asked for last takes 2 s to refill: no pause between two
+            // calls here comes near (with 10 tokens, 200 ms under load once refilled it).
+            tokenBucket({ capacity: 100, refillPerSecond: 50, name: 'tokens', counts: 'tokens' }),
           ],
         });
         // Timed from before the bucket is emptied, so that no slowness here can shorten the wait.
         const started = Date.now();
-        await limiter.limit('k', { cost: { requests: 1, tokens: 10 } });
+        await limiter.limit('k', { cost: { requests: 1, tokens: 100 } });
         const waited = await limiter.waitFor('k', { cost: { requests: 1, tokens: 5 } });
         assert.equal(waited.allowed, true);
         assert.ok(Date.now() - started >= 90, `waited ${Date.now() - started} ms for 5 tokens at 50 a second`);
-        const gaveUp = await limiter.waitFor('k', { cost: { requests: 1, tokens: 10 }, timeout: 50 });
+        const gaveUp = await limiter.waitFor('k', { cost: { requests: 1, tokens: 100 }, timeout: 50 });
         assert.deepEqual([gaveUp.allowed, gaveUp.policies[1]?.allowed], [false, false]);
         assert.ok(gaveUp.retryAfterMs > 50);
       });

@@ -23,10 +23,31 @@ const LAYERS = {
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/'] },
   js.configs.recommended,
-  ...tseslint.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    // One program for every file, tsconfig.json's: test/package/consumer has a tsconfig of its own that
+    // reads the built types, so the nearest-tsconfig project service would need a build first.
+    languageOptions: { parserOptions: { project: './tsconfig.json', tsconfigRootDir: import.meta.dirname } },
+  },
   {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      // node:test's test() and describe() return promises the runner itself awaits.
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite'] },
+          ],
+        },
+      ],
+      // A list whose items are decided at once or by the store, as src/serve/service.ts's plans are.
+      '@typescript-eslint/await-thenable': ['error', { allowMixedPromiseArrays: true }],
+      // Passing on what a catch or an abort signal holds is right; a literal non-Error is still refused.
+      '@typescript-eslint/prefer-promise-reject-errors': [
+        'error',
+        { allowThrowingAny: true, allowThrowingUnknown: true },
+      ],
       'no-empty': ['error', { allowEmptyCatch: false }],
     },
   },
@@ -95,7 +116,11 @@ export default tseslint.config(
     },
   },
   {
-    // Plain JavaScript that every runtime runs as it is (test/runtimes).
+    // JavaScript outside the TypeScript program: this file, and plain programs every runtime runs as they are.
+    files: ['**/*.{js,mjs,cjs}'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+  {
     files: ['test/runtimes/programs/*.{mjs,cjs}'],
     languageOptions: { globals: { console: 'readonly', process: 'readonly', require: 'readonly' } },
     rules: { '@typescript-eslint/no-require-imports': 'off' },

@@ -37,7 +37,7 @@ export const THROUGHPUT: Quota = { limit: 1_000_000_000, windowSeconds: 300 * 86
 export const TYPICAL: Quota = { limit: 100, windowSeconds: 3600 };
 
 /** sluice's algorithms, each as a policy for a quota. */
-export const sluicePolicies: readonly { readonly name: string; policy(quota: Quota): Policy }[] = [
+export const sluicePolicies: readonly { readonly name: string; readonly policy: (quota: Quota) => Policy }[] = [
   {
     name: 'fixedWindow',
     policy: ({ limit, windowSeconds }) => fixedWindow({ limit, window: Math.min(windowSeconds, 86_400) * 1000 }),

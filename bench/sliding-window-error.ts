@@ -27,7 +27,7 @@ function random(seed: number): () => number {
   };
 }
 
-async function main(): Promise<void> {
+function main(): void {
   const [sources = 2_000, minutes = 30, seed = 2017] = process.argv.slice(2, 5).map(Number);
   const profile = process.argv[5] ?? 'mixed';
   if (profile !== 'mixed' && profile !== 'mostly-under')
@@ -95,4 +95,4 @@ async function main(): Promise<void> {
   );
 }
 
-await main();
+main();

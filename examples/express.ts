@@ -5,9 +5,16 @@ import { rateLimit } from 'sluice/express';
 
 // No offline queue: while Redis is down a command fails at once, so a request waits milliseconds, not
 // the limiter's 1 s timeout (bench/fail-fast.ts). Commands then fail before the first connection too: connect first.
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  lazyConnect: true,
+});
 await redis.connect();
-const limiter = createLimiter({ store: redisStore(redis), policy: slidingLog({ limit: 5, window: '1m', name: 'per-minute' }) });
+const limiter = createLimiter({
+  store: redisStore(redis),
+  policy: slidingLog({ limit: 5, window: '1m', name: 'per-minute' }),
+});
 
 const app = express();
 app.use(rateLimit({ limiter }));

@@ -9,7 +9,15 @@ import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
-import { createLimiter, fixedWindow, memoryStore, observe, rateLimitResponse, redisStore, type Store } from '../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  memoryStore,
+  observe,
+  rateLimitResponse,
+  redisStore,
+  type Store,
+} from '../src/index.js';
 
 export interface MetricsExample {
   /** e.g. http://127.0.0.1:9464 */
@@ -17,7 +25,15 @@ export interface MetricsExample {
   stop(): Promise<void>;
 }
 
-export async function startMetricsExample({ store, port = 9464, prefix = 'example' }: { store: Store; port?: number; prefix?: string }): Promise<MetricsExample> {
+export async function startMetricsExample({
+  store,
+  port = 9464,
+  prefix = 'example',
+}: {
+  store: Store;
+  port?: number;
+  prefix?: string;
+}): Promise<MetricsExample> {
   // The exporter is a metric reader; we serve its /metrics ourselves, next to the app.
   const exporter = new PrometheusExporter({ preventServerStart: true });
   const provider = new MeterProvider({ readers: [exporter] });

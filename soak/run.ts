@@ -88,10 +88,15 @@ function* shuffledRounds() {
 }
 
 // Stopped in reverse order of start, on the way out, on a failure and on Ctrl-C alike.
-const cleanups: (() => Promise<unknown>)[] = [];
+const cleanups: (() => unknown)[] = [];
 async function cleanUp(): Promise<void> {
-  for (let cleanup = cleanups.pop(); cleanup; cleanup = cleanups.pop())
-    await cleanup().catch((error: unknown) => console.error(error));
+  for (let cleanup = cleanups.pop(); cleanup; cleanup = cleanups.pop()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      console.error(error);
+    }
+  }
 }
 for (const [signal, code] of [
   ['SIGINT', 130],
@@ -128,7 +133,7 @@ try {
       }),
     ),
   );
-  cleanups.push(async () => workers.forEach((worker) => worker.kill()));
+  cleanups.push(() => workers.forEach((worker) => worker.kill()));
 
   const faults = historyWriter(join(dir, 'faults.jsonl'));
   const samples = historyWriter(join(dir, 'nodes.jsonl'));

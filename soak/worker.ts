@@ -41,7 +41,7 @@ const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
 const clock = () => performance.timeOrigin + performance.now();
 const pick = <T>(list: readonly T[]): T => list[Math.floor(Math.random() * list.length)] as T;
 
-async function connect(): Promise<{ client: RedisClient; close(): Promise<void> }> {
+async function connect(): Promise<{ client: RedisClient; close: () => Promise<void> }> {
   const host = '127.0.0.1';
   const proxied = (address: string) => {
     const proxy = config.proxyOf[Number(address.split(':')[1])];
@@ -107,7 +107,7 @@ function timeTelling(store: Store) {
      * runs timers by a clock of whole ms, so a timer may fire a fraction of a ms before its time by
      * performance.now(); the limiter then finds the call not yet due and waits 1 ms more for it.)
      */
-    async timed<T>(call: () => Promise<T>): Promise<Timed & { value?: T; error?: unknown; serverMs?: number }> {
+    timed: async <T>(call: () => Promise<T>): Promise<Timed & { value?: T; error?: unknown; serverMs?: number }> => {
       let serverMs: number | undefined;
       let firedMs: number | undefined;
       listener = (ms) => (serverMs = ms);

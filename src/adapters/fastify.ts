@@ -98,7 +98,7 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
     const existing: unknown = route[hook.name];
     route[hook.name] = [
       hook.handler,
-      ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
+      ...(existing === undefined ? [] : Array.isArray(existing) ? (existing as unknown[]) : [existing]),
     ] as never;
   });
   done();

@@ -102,7 +102,7 @@ function reportingEnd(response: Response, responded: Responded): Response {
         responded(undefined);
         throw error;
       });
-      if (!chunk.done) return controller.enqueue(chunk.value);
+      if (!chunk.done) return controller.enqueue(chunk.value as Uint8Array);
       controller.close();
       responded(response.status);
     },

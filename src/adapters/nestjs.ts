@@ -124,7 +124,8 @@ export class RateLimitRoutes {
   /** The decider of a controller's method, or undefined when it is not limited. */
   deciderFor(controller: Target, handler: Target): Decide | undefined {
     let ofController = this.deciders.get(controller);
-    if (ofController === undefined) this.deciders.set(controller, (ofController = new Map()));
+    if (ofController === undefined)
+      this.deciders.set(controller, (ofController = new Map<Target, Decide | undefined>()));
     if (!ofController.has(handler)) ofController.set(handler, this.build(controller, handler));
     return ofController.get(handler);
   }

@@ -24,7 +24,7 @@ export const clientAddress = clientAddressOf((req: IncomingMessage) => incomingF
  * Express's and Koa's default error handlers do.
  *
  *     const limit = rateLimit({ limiter });
- *     createServer(async (req, res) => { if (await limit(req, res)) res.end('hello') });
+ *     createServer((req, res) => void limit(req, res).then((allowed) => allowed && res.end('hello')));
  */
 export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   options: RateLimitOptions<Req, ServerResponse>,

@@ -1,10 +1,8 @@
 #!/usr/bin/env node
 import { runCli } from './run.js';
 
-runCli(process.argv.slice(2), {
+process.exitCode = await runCli(process.argv.slice(2), {
   out: (line) => console.log(line),
   err: (line) => console.error(line),
   env: process.env,
-}).then((code) => {
-  process.exitCode = code;
 });

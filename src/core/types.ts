@@ -90,7 +90,8 @@ export interface WaitOptions extends LimitOptions {
 
 /**
  * A request admitted at an estimate of its cost, from reserve(): once its true cost is known,
- * settle() corrects the charge. Unsettled, it stays charged at the estimate.
+ * settle() corrects the charge. Unsettled, it stays charged at the estimate. settle and cancel
+ * work detached from the reservation (the middleware takes them off it): they use no `this`.
  */
 export interface Reservation extends Decision {
   /**
@@ -102,9 +103,9 @@ export interface Reservation extends Decision {
    * decided without the store). A failed settle rejects with a StoreError, changes nothing, and
    * may be retried.
    */
-  settle(actual: number | CostByUnit): Promise<boolean>;
+  settle(this: void, actual: number | CostByUnit): Promise<boolean>;
   /** Gives back the whole estimate: settle(0). */
-  cancel(): Promise<boolean>;
+  cancel(this: void): Promise<boolean>;
 }
 
 /** A slot taken by acquire() under a concurrency policy. */

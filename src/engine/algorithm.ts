@@ -68,7 +68,7 @@ export interface Algorithm<V = unknown> {
 
 /** Erases the state type, so algorithms of different state can sit in one list. */
 export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
-  return algorithm as unknown as Algorithm;
+  return algorithm;
 }
 
 export const unchanged = { write: undefined, done: false } as const;
@@ -81,7 +81,7 @@ export interface EnginePolicy extends Policy {
 
 /** A policy object: its public fields, and its algorithm and parameters kept out of logs and spreads. */
 export function definePolicy(fields: Policy, kind: Algorithm, params: readonly number[]): Policy {
-  return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } }) as EnginePolicy;
+  return Object.defineProperties({ ...fields }, { kind: { value: kind }, params: { value: params } });
 }
 
 /** The engine's view of a policy built by one of the algorithms. */

@@ -87,11 +87,10 @@ function failureHooks(value: unknown): FailureHooks {
   return value as FailureHooks;
 }
 
-/** Calls a user's hook; its failure must not turn a decision into a rejection. */
-function notify<T>(name: string, hook: ((event: T) => void) | undefined, event: T): void {
-  if (!hook) return;
+/** Calls a user's hook as a method (it may use `this`); its failure must not turn a decision into a rejection. */
+function notify(name: string, call: () => void): void {
   try {
-    hook(event);
+    call();
   } catch (error) {
     warn(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, {
       type: 'SluiceHookWarning',
@@ -232,14 +231,15 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
     if (!outage) return;
     const { since, failures } = outage;
     outage = undefined;
-    notify('recover', hooks.recover, { failures, downForMs: Date.now() - since });
+    notify('recover', () => hooks.recover?.({ failures, downForMs: Date.now() - since }));
   }
 
   function failed(reason: FailureReason, error: StoreError): void {
     outage ??= { since: Date.now(), failures: 0 };
     outage.failures++;
     if (hooks.storeError) {
-      notify('storeError', hooks.storeError, { reason, error, failures: outage.failures });
+      const failure = { reason, error, failures: outage.failures };
+      notify('storeError', () => hooks.storeError?.(failure));
     } else if (outage.failures === 1) {
       const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
       warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { type: 'SluiceStoreWarning' });

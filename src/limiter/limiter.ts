@@ -307,7 +307,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const args = scriptArgs({ op, cost, target, ms, penalty, policies: list });
     if (!own) return args;
     let byCost = ownArgs.get(op);
-    if (byCost === undefined) ownArgs.set(op, (byCost = new Map()));
+    if (byCost === undefined) ownArgs.set(op, (byCost = new Map<number, readonly string[]>()));
     const shared = args.map(String);
     if (byCost.size < 64) byCost.set(cost, shared);
     return shared;
@@ -469,14 +469,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   }
 
+  const limit: Limiter['limit'] = (key, limitOptions) =>
+    promised(() => consume(key, limitOptions, false, decisionConsumed));
+
   const limiter: Limiter = {
     policies,
     policy: policies[0] as Policy,
     prefix,
-    limit(key, limitOptions) {
-      return promised(() => consume(key, limitOptions, false, decisionConsumed));
-    },
-    limitMany: (keys, limitOptions) => limitEach(limiter.limit, keys, limitOptions),
+    limit,
+    limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
@@ -518,7 +519,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       denied?.forget(k);
       await change(clientId(k), policies, 'block', 1, ms);
     },
-    waitFor: (key, waitOptions) => waitThrough(limiter.limit, key, waitOptions),
+    waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     async acquire(key, acquireOptions) {
       return consume(key, acquireOptions, true, (consumed) => leaseOf(key, consumed));
     },

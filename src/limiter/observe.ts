@@ -198,7 +198,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
   const onRecover = optionalFunction<ObserveOptions['onRecover']>('onRecover', o.onRecover);
   const includeKeys = o.includeKeys === true;
 
-  let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter as MeterLike);
+  let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter);
   let loading =
     o.meter === undefined
       ? loadGlobalMeter().then((meter) => {

@@ -335,12 +335,13 @@ function parseDescriptors(
       reader.fail(join2(at, 'key'), 'must be a non-empty string', fields.key);
     const key = fields.key;
     let descriptorValue: string | undefined;
-    if (fields.value !== undefined && fields.value !== null) {
-      if (!['string', 'number', 'boolean'].includes(typeof fields.value))
-        reader.fail(join2(at, 'value'), 'must be a string', fields.value);
-      descriptorValue = String(fields.value);
+    const valueField = fields.value;
+    if (valueField !== undefined && valueField !== null) {
+      if (typeof valueField !== 'string' && typeof valueField !== 'number' && typeof valueField !== 'boolean')
+        reader.fail(join2(at, 'value'), 'must be a string', valueField);
+      descriptorValue = String(valueField);
       if (descriptorValue === '')
-        reader.fail(join2(at, 'value'), 'must not be empty (leave it out to match any value)', fields.value);
+        reader.fail(join2(at, 'value'), 'must not be empty (leave it out to match any value)', valueField);
     }
     const parsed = parseLimits(reader, at, fields);
     const nodePath = `${parentPath === '' ? '' : `${parentPath}.`}${key}${descriptorValue === undefined ? '' : `_${descriptorValue}`}`;

@@ -283,7 +283,7 @@ export async function decide(
     if (decision === 'too-costly') {
       status = {
         code: 'OVER_LIMIT',
-        currentLimit: plan.reported[0] as ReportedLimit,
+        currentLimit: plan.reported[0],
         limitRemaining: 0,
         durationUntilResetMs: 0,
       };
@@ -292,7 +292,7 @@ export async function decide(
       const remaining = refunded.has(i) ? Math.min(binding.limit, decision.remaining + plan.cost) : decision.remaining;
       status = {
         code: decision.allowed ? 'OK' : 'OVER_LIMIT',
-        currentLimit: plan.reported[decision.policies.indexOf(binding)] as ReportedLimit,
+        currentLimit: plan.reported[decision.policies.indexOf(binding)],
         limitRemaining: remaining,
         durationUntilResetMs: decision.allowed ? decision.resetAfterMs : decision.retryAfterMs,
       };

@@ -424,7 +424,7 @@ export function redisStore(client: RedisClient): Store {
   function enqueue(request: Pending): void {
     if (queued.size === 0) afterThisTick(flush);
     let groups = queued.get(request.script);
-    if (groups === undefined) queued.set(request.script, (groups = new Map()));
+    if (groups === undefined) queued.set(request.script, (groups = new Map<number, Pending[]>()));
     const group = groupOf(request.keys);
     const requests = groups.get(group);
     if (requests === undefined) groups.set(group, [request]);

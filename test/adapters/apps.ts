@@ -1,12 +1,5 @@
 import { PassThrough } from 'node:stream';
-import {
-  createServer,
-  request,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-  type RequestListener,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
@@ -86,8 +79,17 @@ function unending(): PassThrough {
   return stream;
 }
 
-function listen(listener: RequestListener): Promise<RunningApp> {
-  const server = createServer(listener);
+/**
+ * Serves `handle` on a free port. The frameworks' handlers answer their own errors, and a promise one
+ * returns never rejects; if one did, the response is cut off, so that its test fails with the error logged.
+ */
+function listen(handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<unknown>): Promise<RunningApp> {
+  const server = createServer((req, res) => {
+    Promise.resolve(handle(req, res)).catch((error: unknown) => {
+      console.error(error);
+      res.destroy();
+    });
+  });
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address() as AddressInfo;
@@ -165,12 +167,12 @@ const fastifyAdapter: Adapter = {
       fastifyRateLimit,
       globalOptions(spec, (req) => req.routeOptions.url ?? req.url),
     );
-    app.get('/', async () => 'home');
-    app.get('/health', async () => 'ok');
+    app.get('/', () => 'home');
+    app.get('/health', () => 'ok');
     app.get('/fail', async (_request, reply) => reply.code(400).send('bad'));
-    app.get('/info', async (request) => infoOf(request.rateLimit));
+    app.get('/info', (request) => infoOf(request.rateLimit));
     app.get('/cut', async (_request, reply) => reply.send(unending()));
-    if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, async () => 'login');
+    if (spec.login) app.get('/login', { config: { rateLimit: spec.login } }, () => 'login');
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     return { url, close: () => app.close() };
   },
@@ -232,8 +234,9 @@ const koaAdapter: Adapter = {
 
 /** Applies method decorators as TypeScript's legacy decorators do, without their syntax (which tsx does not compile). */
 export function decorate(controller: Type, method: string, ...decorators: MethodDecorator[]): void {
-  const descriptor = Object.getOwnPropertyDescriptor(controller.prototype, method) as PropertyDescriptor;
-  for (const decorator of decorators.reverse()) decorator(controller.prototype, method, descriptor);
+  const prototype = controller.prototype as object;
+  const descriptor = Object.getOwnPropertyDescriptor(prototype, method) as PropertyDescriptor;
+  for (const decorator of decorators.reverse()) decorator(prototype, method, descriptor);
 }
 
 /** A Nest app on platform-express, of one module, set up by `configure`, listening on a free port; what fails to start is closed. */

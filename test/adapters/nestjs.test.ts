@@ -75,7 +75,7 @@ async function replies(url: string, count: number): Promise<string[]> {
   const result: string[] = [];
   for (let i = 0; i < count; i++) {
     const reply = await get(url);
-    result.push(`${reply.status} ${reply.headers.ratelimit ?? '-'}`);
+    result.push(`${reply.status} ${String(reply.headers.ratelimit ?? '-')}`);
   }
   return result;
 }
@@ -100,7 +100,7 @@ describe('NestJS guard and decorators', () => {
     );
     const shed = await get(`${app.url}/shed`);
     assert.deepEqual(
-      [shed.headers['content-type'], JSON.parse(shed.body).type],
+      [shed.headers['content-type'], (JSON.parse(shed.body) as { type: unknown }).type],
       ['application/problem+json', 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity'],
     );
   });
@@ -149,7 +149,7 @@ describe('NestJS guard and decorators', () => {
     const module = RateLimitModule.forRootAsync({
       imports: [ConfigModule],
       inject: ['LIMITER'],
-      useFactory: async (injected: Limiter) => ({ limiter: injected, status: 503 }),
+      useFactory: (injected: Limiter) => Promise.resolve({ limiter: injected, status: 503 }),
     });
     const app = await serve(module, [controller('', ['home'])]);
     assert.deepEqual(await replies(`${app.url}/home`, 2), ['200 "async";r=0;t=50', '503 "async";r=0;t=50']);
@@ -199,7 +199,10 @@ describe('NestJS guard and decorators', () => {
     );
     // One quota per route and client, as @nestjs/throttler counts by default.
     const app = await serve(
-      { limiter: limiter(1, 'per-route'), key: (req: Request) => `${req.route.path}:${clientAddress(req)}` },
+      {
+        limiter: limiter(1, 'per-route'),
+        key: (req: Request) => `${(req.route as { path: string }).path}:${clientAddress(req)}`,
+      },
       [controller('', ['home', 'about']), Login],
     );
     const post = async (user: string) =>
@@ -228,8 +231,9 @@ describe('NestJS guard and decorators', () => {
     try {
       await app.init();
       const guard = app.get(RateLimitGuard);
+      const { home } = Routes.prototype as { home: () => string };
       for (const type of ['rpc', 'ws', 'graphql']) {
-        const context = new ExecutionContextHost([{ pattern: 'home' }, {}], Routes, Routes.prototype.home);
+        const context = new ExecutionContextHost([{ pattern: 'home' }, {}], Routes, home);
         context.setType(type);
         assert.equal(await guard.canActivate(context), true, type);
       }

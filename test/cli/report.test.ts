@@ -13,6 +13,21 @@ const noChromium = existsSync(CHROMIUM)
   ? false
   : `${CHROMIUM} is not installed (apt-get install -y chromium): the HTML report is not checked in a browser`;
 
+/** The DOM as far as the page scripts below read it (the program has no DOM lib: src must not see one). */
+interface PageElement {
+  querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): Iterable<PageElement> & { readonly length: number };
+  getBoundingClientRect(): {
+    readonly x: number;
+    readonly right: number;
+    readonly width: number;
+    readonly height: number;
+  };
+  getAttribute(name: string): string | null;
+  readonly textContent: string | null;
+  readonly classList: { contains(name: string): boolean };
+}
+
 describe('sluice demo --html', () => {
   let dir = '';
   let lines: string[] = [];
@@ -63,7 +78,7 @@ describe('sluice demo --html', () => {
       const url = pathToFileURL(reportFile).href;
       await page.goto(url);
       assert.deepEqual(requested, [url]);
-      const timelines = await page.$$eval('section.timeline', (sections) =>
+      const timelines = await page.$$eval('section.timeline', (sections: PageElement[]) =>
         sections.map((section) => {
           const svg = section.querySelector('svg');
           const box = svg?.getBoundingClientRect();
@@ -140,7 +155,7 @@ describe('sluice demo --html', () => {
           },
         ],
       );
-      const table = await page.$$eval('table tbody tr', (rows) =>
+      const table = await page.$$eval('table tbody tr', (rows: PageElement[]) =>
         rows.map((row) => [...row.querySelectorAll('td')].slice(0, 2).map((cell) => cell.textContent)),
       );
       assert.deepEqual(table, [

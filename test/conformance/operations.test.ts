@@ -169,19 +169,25 @@ for (const storeCase of harness.cases) {
     describe('waitFor', () => {
       it('waits exactly retryAfterMs, then takes the units', async () => {
         const limiter = limiterOn(storeCase, { policy: gcra({ limit: 2, period: 400, burst: 1 }) });
-        await limiter.limit('k');
+        // Timed from before the first call: the store admits the second one 200 ms after the first by
+        // its own clock, so no slowness here can shorten the wait. (Timed from after it, a late resume
+        // did: 149 ms once, under load.) test/unit/wait-for.test.ts times it exactly, on a fake clock.
         const started = Date.now();
+        await limiter.limit('k');
         const decision = await limiter.waitFor('k');
         assert.equal(decision.allowed, true);
         assert.ok(Date.now() - started >= 150, `waited ${Date.now() - started} ms`);
       });
 
       it('gives up at once when the wait would pass the timeout, and honours an AbortSignal', async () => {
-        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 1, window: '1h' }) });
+        // A sliding log waits the whole hour at any time of day (a fixed window's hour ends on the
+        // clock's, and in its last seconds the wait would fit in the timeout).
+        const limiter = limiterOn(storeCase, { policy: slidingLog({ limit: 1, window: '1h' }) });
         await limiter.limit('k');
         const started = Date.now();
-        assert.equal((await limiter.waitFor('k', { timeout: '1s' })).allowed, false);
-        assert.ok(Date.now() - started < 500);
+        assert.equal((await limiter.waitFor('k', { timeout: '10s' })).allowed, false);
+        // Back before the timeout could pass, so it did not wait: a bound no slowness of one call reaches.
+        assert.ok(Date.now() - started < 10_000, `gave up after ${Date.now() - started} ms`);
         const slow = limiterOn(storeCase, { policy: gcra({ limit: 1, period: '10s', burst: 1 }) });
         await slow.limit('k');
         // Rejects with the signal's reason itself, whether aborted during the wait or before the call.
@@ -282,7 +288,7 @@ for (const storeCase of harness.cases) {
         await refused([1, 2], 'cost');
         await assert.rejects(limiter.limit('k', { cost: { tokens: 1001 } }), CostExceedsLimitError);
         await assert.rejects(
-          limiter.refund('k', { tokns: 1 } as never),
+          limiter.refund('k', { tokns: 1 }),
           (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'cost.tokns',
         );
         assert.deepEqual(remaining(await limiter.peek('k')), [3, 1000, 1500]);
@@ -317,15 +323,18 @@ for (const storeCase of harness.cases) {
         const limiter = limiterOn(storeCase, {
           policy: [
             fixedWindow({ limit: 100, window: '1h', name: 'requests' }),
-            tokenBucket({ capacity: 10, refillPerSecond: 50, name: 'tokens', counts: 'tokens' }),
+            // Deep enough that the full bucket asked for last takes 2 s to refill: no pause between two
+            // calls here comes near (with 10 tokens, 200 ms under load once refilled it).
+            tokenBucket({ capacity: 100, refillPerSecond: 50, name: 'tokens', counts: 'tokens' }),
           ],
         });
-        await limiter.limit('k', { cost: { requests: 1, tokens: 10 } });
+        // Timed from before the bucket is emptied, so that no slowness here can shorten the wait.
         const started = Date.now();
+        await limiter.limit('k', { cost: { requests: 1, tokens: 100 } });
         const waited = await limiter.waitFor('k', { cost: { requests: 1, tokens: 5 } });
         assert.equal(waited.allowed, true);
         assert.ok(Date.now() - started >= 90, `waited ${Date.now() - started} ms for 5 tokens at 50 a second`);
-        const gaveUp = await limiter.waitFor('k', { cost: { requests: 1, tokens: 10 }, timeout: 50 });
+        const gaveUp = await limiter.waitFor('k', { cost: { requests: 1, tokens: 100 }, timeout: 50 });
         assert.deepEqual([gaveUp.allowed, gaveUp.policies[1]?.allowed], [false, false]);
         assert.ok(gaveUp.retryAfterMs > 50);
       });

@@ -21,8 +21,8 @@ const TIMEOUT_MS = 100;
 
 /** A fault that keeps commands from running until it ends; they then run, late, in the order sent. */
 interface Fault {
-  start(): Promise<void>;
-  end(): Promise<void>;
+  start(): void | Promise<void>;
+  end(): void | Promise<void>;
 }
 
 describe('late calls: a call answered by the failure policy counts nothing when it reaches Redis later', () => {
@@ -42,8 +42,8 @@ describe('late calls: a call answered by the failure policy counts nothing when 
 
   const faults: Record<string, () => Fault> = {
     'a network partition': () => ({
-      start: async () => proxy.blackHole(),
-      end: async () => proxy.heal(),
+      start: () => proxy.blackHole(),
+      end: () => proxy.heal(),
     }),
     'CLIENT PAUSE': () => ({
       // WRITE mode holds scripts (they may write) yet lets CLIENT UNPAUSE through.
@@ -170,10 +170,11 @@ function limiters(client: RedisClient): { limiter: Limiter; checker: Limiter } {
 async function remainingOf(limiter: Limiter, keys: readonly string[]): Promise<Record<string, number>> {
   const decisions = await Promise.all(keys.map((key) => limiter.limit(key)));
   return Object.fromEntries(
-    decisions.map((decision, i) => {
-      assert.equal(decision.reason, undefined, `${keys[i]} was not decided by Redis`);
-      assert.equal(decision.blockedForMs, undefined, `${keys[i]} is blocked`);
-      return [keys[i], decision.remaining];
+    keys.map((key, i): [string, number] => {
+      const decision = decisions[i] ?? assert.fail(`no decision for ${key}`);
+      assert.equal(decision.reason, undefined, `${key} was not decided by Redis`);
+      assert.equal(decision.blockedForMs, undefined, `${key} is blocked`);
+      return [key, decision.remaining];
     }),
   );
 }

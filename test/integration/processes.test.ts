@@ -16,7 +16,7 @@ async function hammer(args: readonly string[]) {
   const child = spawn(process.execPath, ['--import', 'tsx', HAMMER, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = once(child, 'exit');
+  const exited = once(child, 'exit') as Promise<[number | null]>;
   while (!output.includes('ready\n')) {
     await Promise.race([
       once(child.stdout, 'data'),

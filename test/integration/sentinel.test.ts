@@ -159,7 +159,7 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
             return sinceSwitch >= 100 || performance.now() > giveUpAt;
           });
         });
-        await waitFor('each client has made 100 calls', async () => cases.every(({ seen }) => seen.calls >= 100));
+        await waitFor('each client has made 100 calls', () => cases.every(({ seen }) => seen.calls >= 100));
         const startedAt = performance.now();
         await failover.start(group, master);
         let promoted = master;

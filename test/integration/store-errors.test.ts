@@ -39,10 +39,13 @@ describe('store failures: every kind of client fails with the same typed errors'
       const doomed = await startRedisServer();
       const { client, close } = await connect(doomed.port, { failFast: true });
       try {
+        // The fail-fast client fails at once without Redis: only the call Redis answers could meet the
+        // timeout, so a generous one keeps a loaded machine's slow reply from reading as a failure.
         const limiter = createLimiter({
           store: redisStore(client),
           policy: fixedWindow({ limit: 5, window: '1s' }),
           onStoreError: 'deny',
+          timeout: '1m',
           hooks: { storeError: () => {} },
         });
         assert.equal((await limiter.limit('k')).allowed, true);
@@ -74,9 +77,11 @@ describe('store failures: every kind of client fails with the same typed errors'
             '+@all',
             ...rules,
           );
+          // Redis answers these calls (with a refusal): a timeout would only race it on a loaded machine.
           const limiter = createLimiter({
             store: redisStore(client),
             policy: fixedWindow({ limit: 5, window: '1m' }),
+            timeout: '1m',
             hooks: { storeError: () => {} },
           });
           const decisions = [

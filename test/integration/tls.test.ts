@@ -96,7 +96,10 @@ describe('TLS: sluice through both clients to a redis-server on --tls-port', () 
     await rm(dir, { recursive: true, force: true });
   });
 
-  const clients: { name: string; connect(): Promise<{ client: RedisClient; close(): Promise<unknown> }> }[] = [
+  const clients: {
+    name: string;
+    connect: () => Promise<{ client: RedisClient; close: () => Promise<unknown> }>;
+  }[] = [
     {
       name: 'ioredis',
       async connect() {

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import type { Decision, Policy } from '../../src/core/types.js';
-import type { Reply, Write } from '../../src/engine/script.js';
+import type { Reply } from '../../src/engine/script.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
@@ -80,7 +80,7 @@ function ttlCheckedStore(inner: Store, policy: Policy, windowMs: number): Store 
           ...script,
           twin(now, entries, scriptArgsList) {
             const result = script.twin(now, entries, scriptArgsList);
-            for (const write of result.writes as readonly Write<unknown>[]) {
+            for (const write of result.writes) {
               if (write)
                 assert.ok(write.ttlMs >= 1 && write.ttlMs <= most, `TTL ${write.ttlMs} for a ${windowMs} ms window`);
             }

@@ -67,8 +67,8 @@ async function runToExit(args: readonly string[]): Promise<{ code: number | null
   children.push(child);
   let text = '';
   child.stderr.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  const [code] = await once(child, 'exit');
-  return { code: code as number | null, stderr: text.split('\n').filter(Boolean) };
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stderr: text.split('\n').filter(Boolean) };
 }
 
 // On a busy test machine a call can wait past the default 1 s; answered by the failure policy, it
@@ -169,7 +169,7 @@ describe('sluice serve as a process', () => {
         );
       await waitFor('the call to be in flight', inFlight);
       service.child.kill('SIGTERM');
-      await waitFor('the service to stop taking calls', async () =>
+      await waitFor('the service to stop taking calls', () =>
         service.stderr.some((line) => line.includes('SIGTERM: answering the calls in flight')),
       );
       proxy.heal();
@@ -199,7 +199,7 @@ describe('sluice serve as a process', () => {
         await waitFor('the change to be served', async () => (await rules()).includes('requests_per_unit=7'));
         assert.equal(await limitNow(), 7);
         await config.write('rules.yaml', ONE_RULE(7).replace('hour', 'fortnight'));
-        await waitFor('the bad change to be refused', async () =>
+        await waitFor('the bad change to be refused', () =>
           service.stderr.some((line) => line.includes('the change is refused')),
         );
         assert.ok(

@@ -17,8 +17,8 @@ const cases = harness.cases.filter((c) => c.name === 'memory' || c.name === 'red
 interface Running {
   server: SluiceServer;
   grpc: RlsClient;
-  json(body: unknown): Promise<{ status: number; type: string | null; body: Record<string, unknown> }>;
-  get(path: string): Promise<{ status: number; text: string }>;
+  json: (body: unknown) => Promise<{ status: number; type: string | null; body: Record<string, unknown> }>;
+  get: (path: string) => Promise<{ status: number; text: string }>;
   config: Awaited<ReturnType<typeof configDir>>;
 }
 
@@ -465,8 +465,10 @@ describe('sluice serve on one Redis', () => {
     client.on('error', () => undefined);
     try {
       await new Promise((resolve) => client.once('ready', resolve));
-      const denying = await serve(RULES, { store: redisStore(client), onStoreError: 'deny', timeout: '200ms' });
-      const allowing = await serve(RULES, { store: redisStore(client), timeout: '200ms' });
+      // Without an offline queue the client fails at once while Redis is down, so the timeout only meets
+      // the calls Redis answers: a generous one keeps a loaded machine's slow reply from reading as a failure.
+      const denying = await serve(RULES, { store: redisStore(client), onStoreError: 'deny', timeout: '30s' });
+      const allowing = await serve(RULES, { store: redisStore(client), timeout: '30s' });
       assert.equal((await denying.get('/healthcheck')).status, 200);
       await server.stop();
       assert.equal((await denying.get('/healthcheck')).status, 500);

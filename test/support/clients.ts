@@ -10,7 +10,7 @@ import { startUpstashBridge } from './upstash.js';
 /** A client, open, and how to close it (and what it needed: the REST bridge of @upstash/redis). */
 export interface Connected {
   readonly client: RedisClient;
-  close(): Promise<void>;
+  readonly close: () => void | Promise<void>;
 }
 
 export interface ConnectOptions {
@@ -49,7 +49,7 @@ export const clientKinds: Record<string, (port: number, options?: ConnectOptions
     });
     client.on('error', () => undefined);
     await client.connect();
-    return { client, close: async () => client.destroy() };
+    return { client, close: () => client.destroy() };
   },
   'valkey-glide': async (port, { login, failFast } = {}) => {
     const config = glideConfig([{ host: '127.0.0.1', port }]);
@@ -58,7 +58,7 @@ export const clientKinds: Record<string, (port: number, options?: ConnectOptions
       credentials: login,
       requestTimeout: failFast ? GLIDE_FAIL_FAST_MS : config.requestTimeout,
     });
-    return { client, close: async () => client.close() };
+    return { client, close: () => client.close() };
   },
   '@upstash/redis': (port, { login } = {}) => connectOverRest(port, login, {}),
   // Each call an HTTP request of its own, whose refusals the client words otherwise.
@@ -77,7 +77,7 @@ function ioRedisOptions({ login, failFast }: ConnectOptions = {}) {
 async function connectIoRedis(client: Redis | Valkey): Promise<Connected> {
   client.on('error', () => undefined);
   await once(client, 'ready');
-  return { client, close: async () => client.disconnect() };
+  return { client, close: () => client.disconnect() };
 }
 
 /** @upstash/redis through a bridge of its own, which fails at once whatever the options: a REST API answers each request. */

@@ -39,7 +39,7 @@ async function startNode(): Promise<RedisServer> {
 }
 
 /** Polls `check` every 100 ms until it holds, or fails naming `what` after 30 s. */
-export async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+export async function waitFor(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
@@ -120,7 +120,7 @@ export async function shardOfSlot(redis: Redis, slot: number): Promise<{ master:
 export function clusterSettled(nodes: readonly RedisServer[]): Promise<boolean> {
   return onEachNode(nodes, async (redis) => {
     const [info, table, replication] = await Promise.all([
-      redis.cluster('INFO') as Promise<string>,
+      redis.cluster('INFO'),
       redis.cluster('NODES') as Promise<string>,
       redis.info('replication'),
     ]);

@@ -112,9 +112,11 @@ export async function startUpstashBridge(
       held = on ? [] : undefined;
     },
     stop: async () => {
+      const closed = once(server, 'close');
       server.closeAllConnections();
       server.close();
       redis.disconnect();
+      await closed;
     },
   };
 }

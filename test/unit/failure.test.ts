@@ -175,6 +175,29 @@ describe('failure policy', () => {
     assert.deepEqual(unhandled, []);
   });
 
+  it('calls hooks as methods of the object given, so a class instance keeps its this', async () => {
+    const seen: string[] = [];
+    // Hooks may have no fields of their own (they are options): the methods reach `record` through `this`.
+    class Monitor {
+      storeError(failure: StoreFailure) {
+        this.record(`failed ${failure.failures}`);
+      }
+      recover(recovery: StoreRecovery) {
+        this.record(`recovered after ${recovery.failures}`);
+      }
+      record(line: string) {
+        seen.push(line);
+      }
+    }
+    const { store, control } = switchableStore();
+    const limiter = createLimiter({ store, policy, hooks: new Monitor() });
+    control.mode = 'fail';
+    await limiter.limit('k');
+    control.mode = 'up';
+    await limiter.limit('k');
+    assert.deepEqual(seen, ['failed 1', 'recovered after 1']);
+  });
+
   it('a hook that throws changes nothing but a warning', async () => {
     const warnings = await emittedDuring<Error>('warning', async () => {
       const { store, control } = switchableStore();
@@ -223,9 +246,9 @@ describe('failure policy', () => {
       ['hooks', 42],
     ] as const) {
       assert.throws(
-        () => createLimiter({ store, policy, [option]: value } as unknown as LimiterOptions),
+        () => createLimiter({ store, policy, [option]: value }),
         (e: unknown) => e instanceof InvalidOptionError && e.option === option,
-        `${option}: ${String(value)}`,
+        `${option}: ${JSON.stringify(value)}`,
       );
     }
   });

@@ -37,13 +37,10 @@ describe('durations', () => {
   });
 
   it('rejects what is not a positive whole number of ms', () => {
-    for (const bad of ['1x', '', 'ms', '-1s', '1 s', '0.5ms', 0, -5, 1.5, Number.NaN, Infinity, null, {}, '400d']) {
-      rejectsOption(
-        () => parseDuration('window', bad),
-        'window',
-        bad === '' ? '""' : String(bad === null ? 'null' : typeof bad === 'object' ? 'an object' : bad),
-      );
-    }
+    for (const bad of ['1x', '', 'ms', '-1s', '1 s', '0.5ms', 0, -5, 1.5, Number.NaN, Infinity, '400d'])
+      rejectsOption(() => parseDuration('window', bad), 'window', bad === '' ? '""' : String(bad));
+    rejectsOption(() => parseDuration('window', null), 'window', 'null');
+    rejectsOption(() => parseDuration('window', {}), 'window', 'an object');
   });
 });
 
@@ -177,7 +174,7 @@ describe('options of gcra, slidingWindow, concurrency and the limiter extras', (
       'penalty.block',
       '"soon"',
     );
-    rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' as never }), 'timeout', '"0ms"');
+    rejectsOption(() => createLimiter({ store, policy, timeout: '0ms' }), 'timeout', '"0ms"');
     rejectsOption(() => createLimiter({ store, policy, onStoreError: 'maybe' as never }), 'onStoreError', '"maybe"');
   });
 });

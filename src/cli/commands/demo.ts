@@ -32,7 +32,7 @@ Examples:
     if (redis) parseRedisUrl(redis.url, redis.source);
     // Fail before the demo's seconds of waiting, not after, when the report cannot be written.
     if (typeof html === 'string') await access(dirname(html), constants.W_OK);
-    const timelines = await runDemo({ redisUrl: redis?.url, print: io.out });
+    const timelines = await runDemo({ redisUrl: redis?.url, print: (line) => io.out(line) });
     if (typeof html === 'string') {
       await writeFile(html, renderEdgeReport(timelines));
       io.out(`report written to ${html}`);

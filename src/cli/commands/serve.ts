@@ -154,7 +154,7 @@ async function connect(parsed: ParsedCommand, io: CliIo): Promise<Connected> {
   if (given === undefined) {
     const description =
       "this process's memory (no --redis, --cluster or REDIS_URL), so run one instance only: several would each admit the whole limit";
-    return { store: memoryStore(), description, close: async () => undefined };
+    return { store: memoryStore(), description, close: () => Promise.resolve() };
   }
   const url = parseRedisUrl(given.url, given.source);
   const ioredis = await importIoredis();
@@ -233,7 +233,7 @@ export const serve: Command = {
       server = await createServer({
         config,
         store: connected.store,
-        log: io.err,
+        log: (line) => io.err(line),
         ...(grpcPort === undefined ? {} : { grpcPort }),
         ...(httpPort === undefined ? {} : { httpPort }),
         ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),

@@ -22,8 +22,8 @@ express().use(expressRateLimit({ limiter, key: (req) => req.path }));
 
 const fastify = Fastify();
 await fastify.register(fastifyRateLimit, { limiter, skip: (request) => request.url === '/health' });
-fastify.get('/login', { config: { rateLimit: { limiter, status: 503 } } }, async () => 'login');
-fastify.get('/health', { config: { rateLimit: false } }, async () => 'ok');
+fastify.get('/login', { config: { rateLimit: { limiter, status: 503 } } }, () => 'login');
+fastify.get('/health', { config: { rateLimit: false } }, () => 'ok');
 
 new Hono().use(honoRateLimit({ limiter, getConnInfo, skip: (c) => c.req.path === '/health' }));
 
@@ -48,6 +48,8 @@ Module({
 })(AppModule);
 
 const limit = nodeRateLimit({ limiter });
-createServer(async (req, res) => {
-  if (await limit(req, res)) res.end('hello');
+createServer((req, res) => {
+  void limit(req, res).then((allowed) => {
+    if (allowed) res.end('hello');
+  });
 });

@@ -39,7 +39,7 @@ async function waitsWhileDown(setup: string, connect: (url: string) => Promise<C
   const limiter = createLimiter({
     store: client.store,
     policy: slidingLog({ limit: 5, window: '1m' }),
-    hooks: { storeError: () => undefined },
+    onOutage: () => undefined,
   });
   const limit = rateLimit({ limiter, onWarning: () => undefined });
   const http = createServer((req, res) => void limit(req, res).then((pass) => pass && res.end('hello')));

@@ -805,7 +805,7 @@ for (const adapter of adapters) {
           store: redisStore(deadRedis as Redis),
           policy: fixedWindow({ limit: 1, window: '1m', name: 'per-minute' }),
           onStoreError: chosenBy === 'limiter' ? onStoreError : undefined,
-          hooks: { storeError: () => undefined },
+          onOutage: () => undefined,
         });
         const app = await serve({
           global: {

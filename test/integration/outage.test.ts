@@ -91,12 +91,12 @@ describe('outage: a slow or dead redis-server', () => {
     for (const client of Object.values(clients)) client.on('error', (error: unknown) => clientErrors.push(error));
     const prefix = uniquePrefix();
     const recoveries: StoreRecovery[] = [];
-    const hooks = { recover: (r: StoreRecovery) => recoveries.push(r) };
+    const onRecovery = (r: StoreRecovery) => recoveries.push(r);
     try {
       // Without an offline queue, a command sent before the connection is ready fails: wait for it.
       await Promise.all([clients.nodeRedis.connect(), once(clients.failFast, 'ready')]);
       const limiters = algorithms.flatMap((algorithm) => {
-        const options = { policy: algorithm.policy(1000, HOUR), prefix, timeout: '500ms', hooks } as const;
+        const options = { policy: algorithm.policy(1000, HOUR), prefix, timeout: '500ms', onRecovery } as const;
         return [
           createLimiter({
             ...options,

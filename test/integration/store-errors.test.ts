@@ -43,7 +43,7 @@ describe('store failures: every kind of client fails with the same typed errors'
           store: redisStore(client),
           policy: fixedWindow({ limit: 5, window: '1s' }),
           onStoreError: 'deny',
-          hooks: { storeError: () => {} },
+          onOutage: () => {},
         });
         assert.equal((await limiter.limit('k')).allowed, true);
         await doomed.stop();
@@ -77,7 +77,7 @@ describe('store failures: every kind of client fails with the same typed errors'
           const limiter = createLimiter({
             store: redisStore(client),
             policy: fixedWindow({ limit: 5, window: '1m' }),
-            hooks: { storeError: () => {} },
+            onOutage: () => {},
           });
           const decisions = [
             await limiter.limit('alone'),

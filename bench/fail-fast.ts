@@ -41,7 +41,7 @@ async function waitsWhileDown(setup: string, connect: (url: string) => Promise<C
     policy: slidingLog({ limit: 5, window: '1m' }),
     onOutage: () => undefined,
   });
-  const limit = rateLimit({ limiter, onWarning: () => undefined });
+  const limit = rateLimit({ limiter });
   const http = createServer((req, res) => void limit(req, res).then((pass) => pass && res.end('hello')));
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');

@@ -30,6 +30,7 @@ export {
   WrongMethodError,
   InvalidConfigError,
   type SluiceErrorCode,
+  type SluiceWarningCode,
 } from './core/errors.js';
 export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.js';
 export { slidingLog, type SlidingLogOptions, SLIDING_LOG_MAX_LIMIT } from './algorithms/sliding-log.js';

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
@@ -18,6 +20,21 @@ import { algorithms } from '../support/algorithms.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 
 const HOUR = 3_600_000;
+
+/**
+ * Runs test/support/observed-request.ts (one request through an observed limiter behind
+ * sluice/node) against `url`: its stdout, and each message it printed to stderr (Node's hint
+ * after a process's first warning, on how to trace it, is no message of sluice's).
+ */
+async function oneObservedRequest(url: string, env: Record<string, string> = {}) {
+  const { stdout, stderr } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', 'test/support/observed-request.ts'],
+    { env: { ...process.env, REDIS_URL: url, ...env } },
+  );
+  const messages = stderr.split('\n').filter((line) => line !== '' && !line.startsWith('(Use `node --trace-warnings'));
+  return { stdout: stdout.trim(), messages };
+}
 
 /** Calls `limiter.limit` until a decision comes from Redis again (no `reason`), for at most 15 s. */
 async function untilBackOnRedis(limiter: Limiter, key: string): Promise<void> {
@@ -68,6 +85,29 @@ describe('outage: a slow or dead redis-server', () => {
       admin.disconnect();
     }
   });
+
+  for (const [told, onOutage, printed] of [
+    [
+      'no one',
+      undefined,
+      /^\(node:\d+\) \[SLUICE_STORE_FAILED\] Warning: sluice: store failed: no reply within 200 ms \(timeout\); answering 'allow' until it recovers$/,
+    ],
+    ["the limiter's onOutage", 'log', /^rate limiter store down: sluice: store failed: no reply within 200 ms$/],
+  ] as const) {
+    it(`one request through an observed limiter behind sluice/node while Redis is paused prints one message (told ${told})`, async () => {
+      const admin = new Redis(server.url);
+      try {
+        await admin.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+        const { stdout, messages } = await oneObservedRequest(server.url, onOutage ? { ON_OUTAGE: onOutage } : {});
+        assert.equal(stdout, '200', 'failing open');
+        assert.equal(messages.length, 1, messages.join('\n'));
+        assert.match(messages[0] ?? '', printed);
+      } finally {
+        await admin.call('CLIENT', 'UNPAUSE');
+        admin.disconnect();
+      }
+    });
+  }
 
   it('killed mid-load: follows the failure policy while down, returns to Redis after a restart, no key without a TTL', async () => {
     // ioredis as it comes (offline queue on: calls wait for the reconnect, so they time out), and

@@ -47,6 +47,5 @@ export {
   type ObserveOptions,
   type MeterLike,
   type MetricAttributes,
-  type LimiterEvent,
   type DecisionEvent,
 } from './limiter/observe.js';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { callHook } from '../core/host.js';
 import { limitEach, waitThrough } from './limiter.js';
-import type { Decision, Lease, Limiter, Operation, Reservation, StoreFailure } from '../core/types.js';
+import type { Decision, Lease, Limiter, Reservation, StoreFailure } from '../core/types.js';
 import { optionsObject, type PeerNames } from '../core/validate.js';
 
 /** Metric attributes: what every series is labelled with. */
@@ -25,18 +25,14 @@ export interface MeterLike {
 /** The calls observe() times. */
 type Timed = 'limit' | 'peek' | 'reset';
 
-/** What every event says about where it happened. The key is there only with `includeKeys: true`. */
-export interface LimiterEvent {
+/** What `onDecision` is told of each limit() and peek(). The key is there only with `includeKeys: true`. */
+export interface DecisionEvent {
   readonly prefix: string;
   /** The policy's name, as in the RateLimit headers. */
   readonly policy: string;
   readonly algorithm: string;
-  readonly operation: Operation;
-  readonly key?: string;
-}
-
-export interface DecisionEvent extends LimiterEvent {
   readonly operation: 'limit' | 'peek';
+  readonly key?: string;
   readonly decision: Decision;
   readonly durationMs: number;
 }

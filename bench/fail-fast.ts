@@ -39,9 +39,9 @@ async function waitsWhileDown(setup: string, connect: (url: string) => Promise<C
   const limiter = createLimiter({
     store: client.store,
     policy: slidingLog({ limit: 5, window: '1m' }),
-    hooks: { storeError: () => undefined },
+    onOutage: () => undefined,
   });
-  const limit = rateLimit({ limiter, onWarning: () => undefined });
+  const limit = rateLimit({ limiter });
   const http = createServer((req, res) => void limit(req, res).then((pass) => pass && res.end('hello')));
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');

@@ -37,9 +37,9 @@ export async function startMetricsExample({
   // The exporter is a metric reader; we serve its /metrics ourselves, next to the app.
   const exporter = new PrometheusExporter({ preventServerStart: true });
   const provider = new MeterProvider({ readers: [exporter] });
+  // A store outage is reported by the limiter (a process warning, or its onOutage); observe() counts it.
   const limiter = observe(createLimiter({ store, prefix, policy: fixedWindow({ limit: 5, window: '1m' }) }), {
     meter: provider.getMeter('sluice'),
-    onStoreError: (event) => console.error(`rate limiter store error (${event.reason}): ${event.error.message}`),
   });
 
   const server: Server = createServer((request, response) => {

@@ -142,7 +142,7 @@ const limiters = soakLimiters.map((soak) => ({
     prefix: config.prefix,
     timeout: TIMEOUT_MS,
     onStoreError: config.onStoreError,
-    hooks: { storeError: () => undefined },
+    onOutage: () => undefined,
   }),
 }));
 const history = historyWriter(config.historyPath);

@@ -6,13 +6,17 @@ export type {
   Lease,
   Limiter,
   LimitOptions,
+  Operation,
   Policy,
   PolicyDecision,
   Reservation,
   StorageKeys,
+  StoreFailure,
+  StoreRecovery,
+  StoreWatcher,
   WaitOptions,
 } from './core/types.js';
-export type { FailureHooks, StoreErrorPolicy, StoreFailure, StoreRecovery } from './limiter/failure.js';
+export type { StoreErrorPolicy } from './limiter/failure.js';
 export type { DeniedCacheOptions } from './limiter/denied-cache.js';
 export type { Duration } from './core/duration.js';
 export {
@@ -26,6 +30,7 @@ export {
   WrongMethodError,
   InvalidConfigError,
   type SluiceErrorCode,
+  type SluiceWarningCode,
 } from './core/errors.js';
 export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.js';
 export { slidingLog, type SlidingLogOptions, SLIDING_LOG_MAX_LIMIT } from './algorithms/sliding-log.js';
@@ -42,10 +47,5 @@ export {
   type ObserveOptions,
   type MeterLike,
   type MetricAttributes,
-  type Operation,
-  type LimiterEvent,
   type DecisionEvent,
-  type StoreErrorEvent,
-  type RecoverEvent,
-  type ErrorSummary,
 } from './limiter/observe.js';

@@ -1,4 +1,6 @@
-import { SluiceError, StoreError, InvalidOptionError } from '../core/errors.js';
+import { SluiceError, StoreError, InvalidOptionError, type SluiceWarningCode } from '../core/errors.js';
+import { warn } from '../core/host.js';
+import type { StoreErrorPolicy } from '../limiter/failure.js';
 import { createLimiter } from '../limiter/limiter.js';
 import type {
   CostByUnit,
@@ -22,12 +24,9 @@ import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type He
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
 import type { Store } from '../engine/store.js';
 
-/** What a middleware does when the store fails (Redis down, timeout): admit the request or answer 503. */
-export type StoreFailurePolicy = 'allow' | 'deny';
-
 /** Why a request was turned away. */
 export interface Denial {
-  /** 'limited': a policy's quota is spent. 'store-error': the store failed and the failure policy denied (the middleware's or the limiter's `onStoreError`). */
+  /** 'limited': a policy's quota is spent. 'store-error': the store failed and the limiter's failure policy (`onStoreError`) denied. */
   readonly reason: 'limited' | 'store-error';
   /** The response's status: the `status` option's (429 by default), or 503 for a store error. */
   readonly status: number;
@@ -41,19 +40,6 @@ export interface Denial {
   readonly retryAfterMs: number;
   /** The store's failure, when `reason` is 'store-error'. */
   readonly error?: unknown;
-}
-
-export type SluiceWarningCode =
-  | 'SLUICE_PROXY_HEADER_IGNORED'
-  | 'SLUICE_PROXY_CHAIN_SHORT'
-  | 'SLUICE_CLIENT_ADDRESS_UNKNOWN'
-  | 'SLUICE_STORE_FAILED'
-  | 'SLUICE_SETTLE_FAILED';
-
-/** A misconfiguration or failure worth a human's attention; each code is reported once per middleware. */
-export interface SluiceWarning {
-  readonly code: SluiceWarningCode;
-  readonly message: string;
 }
 
 type MaybePromise<T> = T | Promise<T>;
@@ -119,14 +105,11 @@ export interface RateLimitOptions<Req, Res = unknown> extends ClientAddressOptio
   /** The whole response to a denial, in place of `body`: its status, headers (a Content-Type among them) and body. */
   respond?: (req: Req, denial: Denial) => MaybePromise<DenialResponse>;
   /**
-   * When the store fails: 'allow' admits the request, 'deny' answers 503. Unset (the default), the
-   * limiter's own failure policy decides (its `onStoreError`: allow by default, deny, or a fallback
-   * limiter), and a call that still rejects is admitted. Either way, such a request gets no
-   * rate-limit fields, and a denial is a 503 with reason 'store-error'.
+   * The failure policy of the limiter built from `policy` and `store`: its `onStoreError` ('allow',
+   * the default, 'deny', or a fallback limiter). A `limiter` given has its own. A request decided
+   * without the store gets no rate-limit fields, and a denial is a 503 with reason 'store-error'.
    */
-  onStoreError?: StoreFailurePolicy;
-  /** Receives each kind of warning once (default: console.warn). */
-  onWarning?: (warning: SluiceWarning) => void;
+  onStoreError?: StoreErrorPolicy;
 }
 
 /** What an adapter knows about a request, in the same shape for every framework. */
@@ -179,14 +162,19 @@ export type DenialOutcome = Extract<Outcome, { pass: false }>;
 // Every client whose address is unknown shares this key: no one gets unlimited quota by hiding it.
 const UNKNOWN_CLIENT = 'unknown-client';
 
-const WARNINGS: Record<SluiceWarningCode, string> = {
+/** The warnings a middleware gives, once each (docs/errors.md#warnings). */
+type MiddlewareWarning = Extract<
+  SluiceWarningCode,
+  'SLUICE_PROXY_HEADER_IGNORED' | 'SLUICE_PROXY_CHAIN_SHORT' | 'SLUICE_CLIENT_ADDRESS_UNKNOWN' | 'SLUICE_SETTLE_FAILED'
+>;
+
+const WARNINGS: Record<MiddlewareWarning, string> = {
   SLUICE_PROXY_HEADER_IGNORED:
     'a request carries a proxy header but trustedProxies is 0, so clients are keyed by the socket address. Behind a proxy every client then shares one quota: set trustedProxies to the number of proxies in front of this server.',
   SLUICE_PROXY_CHAIN_SHORT:
     'a request passed through fewer proxies than trustedProxies declares: it bypassed a proxy, or trustedProxies is too high. Its key may be chosen by the client.',
   SLUICE_CLIENT_ADDRESS_UNKNOWN:
     "a request's client address is unknown, so it shares one quota with every such request. Pass `key`, or on Hono your runtime's `getConnInfo`.",
-  SLUICE_STORE_FAILED: 'the store failed; requests are handled as onStoreError says until it recovers.',
   SLUICE_SETTLE_FAILED:
     'the `settle` hook threw, or answered what is not a cost; those requests stay charged at their estimate (`cost`).',
 };
@@ -208,7 +196,6 @@ const OPTIONS = [
   'body',
   'respond',
   'onStoreError',
-  'onWarning',
   'trustedProxies',
   'proxyHeader',
   'ipv6Subnet',
@@ -219,7 +206,8 @@ const HEADERS_INSTEAD =
   'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
 const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
 const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
-const ALLOW_INSTEAD = 'use "onStoreError": "allow"';
+const ALLOW_INSTEAD =
+  'failing open is the default; "onStoreError" chooses otherwise (beside "policy" and "store", or createLimiter\'s for a "limiter")';
 const KEY_INSTEAD = 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)';
 
 /** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter, koa-ratelimit and @nestjs/throttler would write, and sluice's option for it. */
@@ -273,6 +261,9 @@ const PEER_NAMES: PeerNames = {
   requestPropertyName:
     "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
   requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
+  // sluice's own name in 0.1.
+  onWarning:
+    "sluice's warnings are process warnings, each with a code (docs/errors.md#warnings): process.on('warning', (warning) => ...)",
 };
 
 function optionalFunction(options: Record<string, unknown>, name: string): void {
@@ -296,9 +287,15 @@ function limiterOf(o: Record<string, unknown>): Limiter {
         : 'a limiter from createLimiter(), or `policy` and `store` to build one';
       throw new InvalidOptionError('limiter', o.limiter, expected);
     }
-    // Beside a limiter, they would be ignored: its own policies and store decide.
+    // Beside a limiter, they would be ignored: its own policies, store and failure policy decide.
     if (o.store !== undefined)
       throw new InvalidOptionError('store', o.store, 'left out when `limiter` is given (its store decides)');
+    if (o.onStoreError !== undefined)
+      throw new InvalidOptionError(
+        'onStoreError',
+        o.onStoreError,
+        'left out when `limiter` is given (its own onStoreError decides: createLimiter({ ..., onStoreError }))',
+      );
     if (o.policy !== undefined && !perRequest) {
       throw new InvalidOptionError(
         'policy',
@@ -308,7 +305,12 @@ function limiterOf(o: Record<string, unknown>): Limiter {
     }
     return limiter;
   }
-  return createLimiter({ policy: o.policy as Policy, store: o.store as Store, prefix: o.prefix as string | undefined });
+  return createLimiter({
+    policy: o.policy as Policy,
+    store: o.store as Store,
+    prefix: o.prefix as string | undefined,
+    onStoreError: o.onStoreError as StoreErrorPolicy | undefined,
+  });
 }
 
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
@@ -412,8 +414,7 @@ export function createRateLimit<Req, Res = unknown>(
 ): (req: Req, facts: RequestFacts) => Promise<Outcome> {
   const o = rateLimitOptionsObject('rateLimit', options, adapter);
   const limiter = limiterOf(o);
-  for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond', 'onWarning'])
-    optionalFunction(o, name);
+  for (const name of ['key', 'cost', 'settle', 'skip', 'onDenied', 'body', 'respond']) optionalFunction(o, name);
   if (o.body !== undefined && o.respond !== undefined)
     throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
@@ -424,10 +425,6 @@ export function createRateLimit<Req, Res = unknown>(
       status,
       'an HTTP error status, a whole number from 400 to 599 (429 by default, 503 for load shedding)',
     );
-  }
-  const onStoreError = o.onStoreError;
-  if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny') {
-    throw new InvalidOptionError('onStoreError', onStoreError, '"allow" or "deny"');
   }
   const skipSuccessful = optionalBoolean(o, 'skipSuccessfulRequests');
   const skipFailed = optionalBoolean(o, 'skipFailedRequests');
@@ -448,13 +445,11 @@ export function createRateLimit<Req, Res = unknown>(
   const addresses = clientAddressConfig(options, adapter.proxySetting);
   const { key, cost, skip, onDenied, body, respond, settle: settleHook } = options;
   const policyOf = typeof options.policy === 'function' ? options.policy : undefined;
-  const onWarning =
-    options.onWarning ?? ((warning: SluiceWarning) => console.warn(`sluice: ${warning.code}: ${warning.message}`));
-  const warned = new Set<SluiceWarningCode>();
-  const warnOnce = (code: SluiceWarningCode, detail = '') => {
+  const warned = new Set<MiddlewareWarning>();
+  const warnOnce = (code: MiddlewareWarning, detail = '') => {
     if (warned.has(code)) return;
     warned.add(code);
-    onWarning({ code, message: WARNINGS[code] + detail });
+    warn(`sluice: ${WARNINGS[code]}${detail}`, { code });
   };
 
   function defaultKey(facts: RequestFacts): string {
@@ -466,8 +461,9 @@ export function createRateLimit<Req, Res = unknown>(
   }
 
   const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error));
-  const storeFailed = (what: string) => (error: unknown) =>
-    warnOnce('SLUICE_STORE_FAILED', ` First failure (${what}): ${describeError(error)}`);
+  // A refund or cancel after the response rejects only when the store failed: the limiter's failure
+  // guard has reported that, and the response is gone, so nothing is left to do with it.
+  const reportedByLimiter = (): void => undefined;
 
   /** The reservation settled at what `settle` says the request cost; a hook that throws or answers a bad cost is reported. */
   function settleAt(req: Req, response: unknown, reservation: Pick<Reservation, 'settle'>): void {
@@ -480,8 +476,7 @@ export function createRateLimit<Req, Res = unknown>(
     actual.then(
       (cost) =>
         reservation.settle(cost).catch((error: unknown) => {
-          if (isStoreFailure(error)) storeFailed('a settle')(error);
-          else warnOnce('SLUICE_SETTLE_FAILED', ` ${describeError(error)}`);
+          if (!isStoreFailure(error)) warnOnce('SLUICE_SETTLE_FAILED', ` ${describeError(error)}`);
         }),
       (error: unknown) => warnOnce('SLUICE_SETTLE_FAILED', ` The settle hook threw: ${describeError(error)}`),
     );
@@ -503,9 +498,9 @@ export function createRateLimit<Req, Res = unknown>(
     return (status) => {
       const succeeded = status !== undefined && status < 400;
       const uncounted = succeeded ? skipSuccessful : skipFailed;
-      if (reservation && uncounted) reservation.cancel().catch(storeFailed('a cancel'));
+      if (reservation && uncounted) reservation.cancel().catch(reportedByLimiter);
       else if (reservation) settleAt(req, response, reservation);
-      else if (uncounted) limiter.refund(clientKey, requestCost, { policy }).catch(storeFailed('a refund'));
+      else if (uncounted) limiter.refund(clientKey, requestCost, { policy }).catch(reportedByLimiter);
     };
   }
 
@@ -539,15 +534,11 @@ export function createRateLimit<Req, Res = unknown>(
       if (!isStoreFailure(error)) throw error;
       failure = error;
     }
-    // Made without the store (the limiter's onStoreError, or none): whoever chose the answer, it
-    // says nothing true of the client's quota, so it sends no rate-limit fields.
+    // Made without the store (by the limiter's onStoreError), or not at all (the call rejected): it
+    // says nothing true of the client's quota, so it sends no rate-limit fields. The limiter has
+    // reported the failure; the middleware only answers, admitting unless that policy denied.
     if (decision === undefined || decision.reason !== undefined) {
-      warnOnce(
-        'SLUICE_STORE_FAILED',
-        ` First failure: ${failure instanceof Error ? failure.message : String(failure)}`,
-      );
-      const admit = onStoreError === undefined ? (decision?.allowed ?? true) : onStoreError === 'allow';
-      if (admit) return { pass: true, headers: {} };
+      if (decision?.allowed ?? true) return { pass: true, headers: {} };
       const denial: Denial = {
         reason: 'store-error',
         status: 503,

@@ -13,15 +13,7 @@ export const clientAddress: (req: Request, options?: ClientAddressOptions) => st
 );
 
 // Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './incoming.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './incoming.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

@@ -3,15 +3,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { clientAddressOf, createRateLimit, routeOptions, type RateLimitInfo, type RateLimitOptions } from './core.js';
 import { incomingFacts, onResponseEnd } from './incoming.js';
 
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 /** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
 export type FastifyRateLimitHook = 'onRequest' | 'preHandler';

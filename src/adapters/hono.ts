@@ -18,15 +18,7 @@ declare module 'hono' {
   }
 }
 
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };

@@ -16,15 +16,7 @@ declare module 'node:http' {
   }
 }
 
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 // What the adapters over node:http (plain, Express, Fastify, Koa, NestJS) share; sluice/node
 // exports only what its docs name.

@@ -9,15 +9,7 @@ declare module 'koa' {
 }
 import { incomingFacts, onResponseEnd } from './incoming.js';
 
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 // Structural, so a context of any State type fits.
 const koaFacts = (ctx: Pick<ParameterizedContext, 'req' | 'ip'>) => incomingFacts(ctx.req, () => ctx.ip, ctx);

@@ -33,15 +33,7 @@ import {
 } from './core.js';
 import { applyOutcome, incomingFacts, onResponseEnd } from './incoming.js';
 
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './core.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 /** The options of the module and of `@RateLimit()`; callbacks receive the Express request (and `settle` the response: Nest on platform-express). */
 export type NestRateLimitOptions = RateLimitOptions<Request, Response>;

@@ -3,15 +3,7 @@ import { clientAddressOf, type RateLimitOptions } from './core.js';
 import { incomingFacts, limitIncoming } from './incoming.js';
 
 // Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
-export type {
-  Denial,
-  DenialResponse,
-  RateLimitInfo,
-  RateLimitOptions,
-  SluiceWarning,
-  SluiceWarningCode,
-  StoreFailurePolicy,
-} from './incoming.js';
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './incoming.js';
 
 /** The middleware's default key for this request's client: `key: (req) => userOf(req) ?? clientAddress(req)`. */
 export const clientAddress = clientAddressOf((req: IncomingMessage) => incomingFacts(req));

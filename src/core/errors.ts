@@ -14,6 +14,19 @@ export type SluiceErrorCode =
   | 'SLUICE_STORE_ERROR'
   | 'SLUICE_INVALID_CONFIG';
 
+/**
+ * The code of every process warning sluice emits (`process.emitWarning(message, { code })`, the
+ * console where there is no process), each explained in docs/errors.md under its own name.
+ */
+export type SluiceWarningCode =
+  | 'SLUICE_STORE_FAILED'
+  | 'SLUICE_HOOK_FAILED'
+  | 'SLUICE_EVICTABLE_KEYS'
+  | 'SLUICE_PROXY_HEADER_IGNORED'
+  | 'SLUICE_PROXY_CHAIN_SHORT'
+  | 'SLUICE_CLIENT_ADDRESS_UNKNOWN'
+  | 'SLUICE_SETTLE_FAILED';
+
 export abstract class SluiceError extends Error {
   abstract readonly code: SluiceErrorCode;
 

@@ -5,6 +5,8 @@
  * through or to keep running, and its timers are plain numbers.
  */
 
+import type { SluiceWarningCode } from './errors.js';
+
 interface HostProcess {
   emitWarning?(message: string, options: { type?: string; code?: string }): void;
   nextTick?(callback: () => void): void;
@@ -14,12 +16,34 @@ const hostProcess = (globalThis as { process?: HostProcess }).process;
 
 /**
  * A warning, through process.emitWarning (so `process.on('warning')` and `--no-warnings` see it),
- * or the console where there is no process.
+ * or the console where there is no process. Every warning sluice gives has a code, listed in
+ * docs/errors.md; `type` stays Node's 'Warning' except where a caller still names its own.
  */
-export function warn(message: string, options: { type?: string; code?: string }): void {
+export function warn(message: string, options: { code: SluiceWarningCode; type?: string }): void {
   if (typeof hostProcess?.emitWarning === 'function') hostProcess.emitWarning(message, options);
-  else
-    console.warn(`${options.type ?? 'Warning'}${options.code === undefined ? '' : ` [${options.code}]`}: ${message}`);
+  else console.warn(`${options.type ?? 'Warning'} [${options.code}]: ${message}`);
+}
+
+/**
+ * Calls a user's callback `name` with the event `build` makes (built only when there is a
+ * callback). A callback that throws must not turn a decision into a failure: its error becomes
+ * a SLUICE_HOOK_FAILED warning.
+ */
+export function callHook<E>(
+  name: string,
+  hook: ((event: E) => void) | undefined,
+  build: () => E,
+  owner?: object,
+): void {
+  if (!hook) return;
+  try {
+    // Called as a method of its owner: a class instance's callback keeps its this.
+    hook.call(owner, build());
+  } catch (error) {
+    warn(`sluice: ${name} threw: ${error instanceof Error ? error.message : String(error)}`, {
+      code: 'SLUICE_HOOK_FAILED',
+    });
+  }
 }
 
 /**

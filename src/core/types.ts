@@ -4,6 +4,37 @@ import type { StoreError } from './errors.js';
 /** Why a decision was made without the store: it failed, or did not reply within the timeout. */
 export type FailureReason = 'store-error' | 'timeout';
 
+/** The limiter call a store call was made for (acquire(), reserve() and limitMany() decide by 'limit'). */
+export type Operation = 'limit' | 'peek' | 'reset' | 'refund' | 'settle' | 'block' | 'release' | 'extend';
+
+/** Passed to `onOutage` for every failed store call. */
+export interface StoreFailure {
+  readonly operation: Operation;
+  readonly reason: FailureReason;
+  readonly error: StoreError;
+  /** Failed store calls since the last successful one, this one included: 1 when an outage begins. */
+  readonly failures: number;
+}
+
+/** Passed to `onRecovery` on the first successful store call after one or more failures. */
+export interface StoreRecovery {
+  readonly failures: number;
+  /** Milliseconds from the first failure to this success, by this process's clock. */
+  readonly downForMs: number;
+}
+
+/**
+ * Told of a limiter's store outages, as its failure guard, their only tracker, sees them. Called
+ * synchronously, for logs and metrics; one that throws changes no decision (a SLUICE_HOOK_FAILED
+ * warning says so).
+ */
+export interface StoreWatcher {
+  /** Each store call that failed or timed out: an outage begins with the first (`failures: 1`). */
+  onOutage?(failure: StoreFailure): void;
+  /** The first successful store call after an outage. */
+  onRecovery?(recovery: StoreRecovery): void;
+}
+
 /** The answer to one request. Being denied is a decision, not an error. */
 export interface Decision {
   /** Whether the request is admitted (and was counted). */
@@ -141,6 +172,8 @@ export interface Limiter {
   acquire(key: string, options?: LimitOptions): Promise<Lease>;
   /** The Redis keys that hold this key's state, for inspecting or repairing it by hand. Asks the store nothing. */
   storageKeys(key: string): StorageKeys;
+  /** Tells `watcher` of the store's outages and recoveries too, besides `onOutage` and `onRecovery` (as observe() does). */
+  watchStore(watcher: StoreWatcher): void;
 }
 
 /** The Redis keys of one key's state under a limiter. Each exists only while it holds something. */

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from './errors.js';
 
-/** What to use in sluice instead of another library's name for an option, by that name. */
+/** What to use in sluice instead of another library's name for an option, or an older sluice's, by that name. */
 export type PeerNames = Readonly<Record<string, string>>;
 
 /**

@@ -1,9 +1,14 @@
 import { parseDuration, type Duration } from '../core/duration.js';
-import { InvalidOptionError, StoreError, StoreTimeoutError, toStoreError } from '../core/errors.js';
-import { holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
-import type { Decision, FailureReason, Limiter, Policy } from '../core/types.js';
+import {
+  InvalidArgumentError,
+  InvalidOptionError,
+  StoreError,
+  StoreTimeoutError,
+  toStoreError,
+} from '../core/errors.js';
+import { callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
+import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
-import { nestedOptions } from '../core/validate.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:
@@ -14,37 +19,11 @@ import { nestedOptions } from '../core/validate.js';
  */
 export type StoreErrorPolicy = 'allow' | 'deny' | Limiter;
 
-/** Passed to `hooks.storeError` for every failed store call. */
-export interface StoreFailure {
-  readonly reason: FailureReason;
-  readonly error: StoreError;
-  /** Failed store calls since the last successful one, this one included. */
-  readonly failures: number;
-}
-
-/** Passed to `hooks.recover` on the first successful store call after one or more failures. */
-export interface StoreRecovery {
-  readonly failures: number;
-  /** Milliseconds from the first failure to this success, by this process's clock. */
-  readonly downForMs: number;
-}
-
-/**
- * Called synchronously, for logs and metrics. A hook that throws does not change the decision:
- * its error is reported with process.emitWarning (the console where there is no process).
- */
-export interface FailureHooks {
-  storeError?(failure: StoreFailure): void;
-  recover?(recovery: StoreRecovery): void;
-}
-
-export interface FailureOptions {
+export interface FailureOptions extends StoreWatcher {
   /** The longest a call waits for the store before following `onStoreError` (default '1s'). */
   timeout?: Duration;
   /** What to answer when the store fails or times out (default 'allow'). */
   onStoreError?: StoreErrorPolicy;
-  /** Told about store failures and recoveries. Without a storeError hook, each outage's first failure is a process warning. */
-  hooks?: FailureHooks;
 }
 
 // Long enough that a healthy Redis behind a busy event loop never trips it; short enough that a
@@ -73,29 +52,18 @@ function storeErrorPolicy(value: unknown): StoreErrorPolicy {
   throw new InvalidOptionError('onStoreError', value, "'allow', 'deny' or a fallback limiter from createLimiter()");
 }
 
-const HOOKS = ['storeError', 'recover'];
-
-function failureHooks(value: unknown): FailureHooks {
-  if (value === undefined) return {};
-  const hooks = nestedOptions('hooks', value, HOOKS);
-  if (!HOOKS.every((name) => hooks[name] === undefined || typeof hooks[name] === 'function'))
-    throw new InvalidOptionError(
-      'hooks',
-      value,
-      'an object with optional storeError(failure) and recover(recovery) functions',
-    );
-  return value as FailureHooks;
-}
-
-/** Calls a user's hook as a method (it may use `this`); its failure must not turn a decision into a rejection. */
-function notify(name: string, call: () => void): void {
-  try {
-    call();
-  } catch (error) {
-    warn(`sluice: hooks.${name} threw: ${error instanceof Error ? error.message : String(error)}`, {
-      type: 'SluiceHookWarning',
-    });
+/** A watcher's callbacks, checked; `Invalid` names a bad one as an option or as an argument. */
+function storeWatcher(
+  value: object,
+  Invalid: typeof InvalidOptionError | typeof InvalidArgumentError,
+  path = '',
+): StoreWatcher {
+  const watcher = value as Record<string, unknown>;
+  for (const name of ['onOutage', 'onRecovery'] as const) {
+    if (watcher[name] !== undefined && typeof watcher[name] !== 'function')
+      throw new Invalid(`${path}${name}`, watcher[name], 'a function');
   }
+  return watcher as StoreWatcher;
 }
 
 /** A store call waiting for its answer or its deadline, whichever comes first. */
@@ -189,12 +157,15 @@ export type StoreCall<T> = (validForMs: number) => Promise<T>;
 export interface FailureGuard {
   /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
   decide(
+    operation: 'limit' | 'peek',
     policies: readonly Policy[],
     call: StoreCall<Decision>,
     askFallback: (fallback: Limiter) => Promise<Decision>,
   ): Promise<Decision>;
   /** Runs a store call that has no decision to fall back on (reset): within the timeout, or a StoreError. */
-  settle<T>(call: StoreCall<T>): Promise<T>;
+  settle<T>(operation: Operation, call: StoreCall<T>): Promise<T>;
+  /** Adds a watcher of this guard's outages besides the limiter's own `onOutage` and `onRecovery`. */
+  watch(watcher: StoreWatcher): void;
 }
 
 /** A decision made without the store: every policy admits (fail open) or denies (fail closed) alike. */
@@ -219,11 +190,12 @@ function withoutStore(
   };
 }
 
-/** Reads `timeout`, `onStoreError` and `hooks` from createLimiter's options. */
+/** Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from createLimiter's options. */
 export function failureGuard(options: Record<string, unknown>): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
   const onStoreError = storeErrorPolicy(options.onStoreError);
-  const hooks = failureHooks(options.hooks);
+  const own = storeWatcher(options, InvalidOptionError);
+  const watchers: StoreWatcher[] = [own];
   let outage: { since: number; failures: number } | undefined;
   const deadlines = new Deadlines(timeoutMs);
 
@@ -231,18 +203,19 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
     if (!outage) return;
     const { since, failures } = outage;
     outage = undefined;
-    notify('recover', () => hooks.recover?.({ failures, downForMs: Date.now() - since }));
+    const recovery = { failures, downForMs: Date.now() - since };
+    for (const watcher of watchers) callHook('onRecovery', watcher.onRecovery, () => recovery, watcher);
   }
 
-  function failed(reason: FailureReason, error: StoreError): void {
+  function failed(operation: Operation, reason: FailureReason, error: StoreError): void {
     outage ??= { since: Date.now(), failures: 0 };
     outage.failures++;
-    if (hooks.storeError) {
-      const failure = { reason, error, failures: outage.failures };
-      notify('storeError', () => hooks.storeError?.(failure));
-    } else if (outage.failures === 1) {
+    const failure = { operation, reason, error, failures: outage.failures };
+    for (const watcher of watchers) callHook('onOutage', watcher.onOutage, () => failure, watcher);
+    // Told to no one who reads it, an outage still reaches the logs: once, when it begins.
+    if (!own.onOutage && outage.failures === 1) {
       const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
-      warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { type: 'SluiceStoreWarning' });
+      warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { code: 'SLUICE_STORE_FAILED' });
     }
   }
 
@@ -252,13 +225,14 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
    * unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
    */
   function attempt<T>(
+    operation: Operation,
     call: StoreCall<T>,
     ok: (value: T) => void,
     fail: (reason: FailureReason, error: StoreError) => void,
   ): void {
     const pending = deadlines.add(() => {
       const error = new StoreTimeoutError(`no reply within ${timeoutMs} ms`);
-      failed('timeout', error);
+      failed(operation, 'timeout', error);
       fail('timeout', error);
     });
     let answer: Promise<T>;
@@ -277,24 +251,30 @@ export function failureGuard(options: Record<string, unknown>): FailureGuard {
         if (!deadlines.finish(pending)) return;
         const error = toStoreError(raw);
         const reason = error instanceof StoreTimeoutError ? 'timeout' : 'store-error';
-        failed(reason, error);
+        failed(operation, reason, error);
         fail(reason, error);
       },
     );
   }
 
   return {
-    decide(policies, call, askFallback) {
+    decide(operation, policies, call, askFallback) {
       return new Promise((resolve, reject) => {
-        attempt(call, resolve, (reason, error) => {
+        attempt(operation, call, resolve, (reason, error) => {
           if (onStoreError === 'allow' || onStoreError === 'deny')
             resolve(withoutStore(policies, onStoreError === 'allow', reason, error));
           else askFallback(onStoreError).then((decision) => resolve({ ...decision, reason, error }), reject);
         });
       });
     },
-    settle(call) {
-      return new Promise((resolve, reject) => attempt(call, resolve, (_reason, error) => reject(error)));
+    settle(operation, call) {
+      return new Promise((resolve, reject) => attempt(operation, call, resolve, (_reason, error) => reject(error)));
+    },
+    watch(watcher) {
+      if (typeof watcher !== 'object' || watcher === null)
+        throw new InvalidArgumentError('watcher', watcher, 'an object with onOutage and/or onRecovery functions');
+      // Kept as given, so its callbacks are called as its methods (a class instance keeps its this).
+      watchers.push(storeWatcher(watcher, InvalidArgumentError, 'watcher.'));
     },
   };
 }

@@ -247,7 +247,8 @@ const LIMITER_OPTIONS = [
   'deniedCache',
   'timeout',
   'onStoreError',
-  'hooks',
+  'onOutage',
+  'onRecovery',
 ];
 
 const POLICY_INSTEAD = 'use "policy": a policy such as fixedWindow({ limit: 5, window: "1s" }), or an array of them';
@@ -265,6 +266,9 @@ const LIMITER_PEER_NAMES: PeerNames = {
   blockDuration: 'use "penalty": { after: denials in a row, block: a duration }',
   insuranceLimiter: 'use "onStoreError": a fallback limiter',
   inMemoryBlockOnConsumed: 'use "deniedCache": { maxKeys }',
+  // sluice's own names in 0.1.
+  hooks:
+    'use "onOutage": (failure) => ... and "onRecovery": (recovery) => ..., what hooks.storeError and hooks.recover were',
 };
 
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
@@ -328,7 +332,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
   function change(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs, target = 0, ms = 0) {
-    return guard.settle((validForMs) => run(validForMs, id, list, op, cost, target, ms));
+    return guard.settle(op, (validForMs) => run(validForMs, id, list, op, cost, target, ms));
   }
 
   /**
@@ -350,6 +354,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     let reply: Reply | undefined;
     return guard
       .decide(
+        op,
         list,
         (validForMs) => run(validForMs, id, list, op, cost).then((replied) => decisionOf((reply = replied), list)),
         fallback,
@@ -447,7 +452,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
       const replies = await Promise.all(
         held.map(({ policy, leaseId, slots, keys }) =>
-          guard.settle((validForMs) =>
+          guard.settle(op, (validForMs) =>
             store.run(
               scriptFor([policy.kind]),
               keys,
@@ -476,6 +481,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     policies,
     policy: policies[0] as Policy,
     prefix,
+    watchStore: guard.watch,
     limit,
     limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     async peek(key, peekOptions) {
@@ -496,7 +502,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // Every key of the client, the strikes key included even without a penalty box: an earlier
       // configuration with one may have left strikes.
       const keys = callKeys(prefix, k, policies, true);
-      await guard.settle((validForMs) =>
+      await guard.settle('reset', (validForMs) =>
         store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), validForMs),
       );
     },

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
-import { warn } from '../core/host.js';
+import { callHook } from '../core/host.js';
 import { limitEach, waitThrough } from './limiter.js';
-import type { Decision, Lease, Limiter, Reservation } from '../core/types.js';
-import { optionsObject } from '../core/validate.js';
+import type { Decision, Lease, Limiter, Reservation, StoreFailure } from '../core/types.js';
+import { optionsObject, type PeerNames } from '../core/validate.js';
 
 /** Metric attributes: what every series is labelled with. */
 export type MetricAttributes = Readonly<Record<string, string>>;
@@ -22,47 +22,19 @@ export interface MeterLike {
   ): { record(value: number, attributes?: MetricAttributes): void };
 }
 
-export type Operation = 'limit' | 'peek' | 'reset';
+/** The calls observe() times. */
+type Timed = 'limit' | 'peek' | 'reset';
 
-/** What every event says about where it happened. The key is there only with `includeKeys: true`. */
-export interface LimiterEvent {
+/** What `onDecision` is told of each limit() and peek(). The key is there only with `includeKeys: true`. */
+export interface DecisionEvent {
   readonly prefix: string;
   /** The policy's name, as in the RateLimit headers. */
   readonly policy: string;
   readonly algorithm: string;
-  readonly operation: Operation;
-  readonly key?: string;
-}
-
-export interface DecisionEvent extends LimiterEvent {
   readonly operation: 'limit' | 'peek';
+  readonly key?: string;
   readonly decision: Decision;
   readonly durationMs: number;
-}
-
-/** An error without its stack or attached data: ioredis errors, for one, carry the command's keys. */
-export interface ErrorSummary {
-  readonly name: string;
-  readonly message: string;
-  readonly code?: string;
-}
-
-export interface StoreErrorEvent extends LimiterEvent {
-  /** 'rejected': the call rejected; 'store-error' or 'timeout': it was answered by a decision taken without the store. */
-  readonly reason: string;
-  readonly error: ErrorSummary;
-  /** The error itself, only with `includeKeys: true`. */
-  readonly cause?: unknown;
-  /** The decision the call resolved with despite the failure, if it did. */
-  readonly decision?: Decision;
-  readonly durationMs: number;
-}
-
-export interface RecoverEvent extends LimiterEvent {
-  /** How many calls in a row failed before this one succeeded. */
-  readonly failures: number;
-  /** Milliseconds from the first of those failures to this success. */
-  readonly downForMs: number;
 }
 
 export interface ObserveOptions {
@@ -70,23 +42,25 @@ export interface ObserveOptions {
   meter?: MeterLike;
   /** Called after every limit() and peek() with the decision. */
   onDecision?: (event: DecisionEvent) => void;
-  /** Called when a call fails in the store: it rejects, or resolves with a decision marked store-error or timeout. */
-  onStoreError?: (event: StoreErrorEvent) => void;
-  /** Called on the first success after one or more store errors. */
-  onRecover?: (event: RecoverEvent) => void;
-  /** Put the client's key (and the raw error) in events. Default false: keys may be user ids or IP addresses. */
+  /** Put the client's key in events. Default false: keys may be user ids or IP addresses. */
   includeKeys?: boolean;
 }
 
-/** Fields a decision carries in shadow mode or when a store failure was answered: read defensively, all optional. */
+// Outages have one tracker, the limiter's failure guard: observe() counts what it reports.
+const OUTAGES_INSTEAD =
+  "store failures and recoveries are the limiter's to report: createLimiter({ ..., onOutage, onRecovery }); observe() counts them in sluice.store.errors";
+
+/** observe()'s own names in 0.1. */
+const OLD_NAMES: PeerNames = {
+  onStoreError: `use the limiter's "onOutage": ${OUTAGES_INSTEAD}`,
+  onRecover: `use the limiter's "onRecovery": ${OUTAGES_INSTEAD}`,
+};
+
+/** Fields a decision carries in shadow mode: read defensively, all optional. */
 interface DecisionExtras {
   readonly shadow?: unknown;
   readonly shadowDenied?: unknown;
-  readonly reason?: unknown;
-  readonly error?: unknown;
 }
-
-const FAILURE_REASONS = new Set(['store-error', 'timeout']);
 
 interface Instruments {
   allowed: ReturnType<MeterLike['createCounter']>;
@@ -106,7 +80,7 @@ function instrumentsOf(meter: MeterLike): Instruments {
       description: 'Requests admitted in shadow mode that the policy would have denied',
     }),
     storeErrors: meter.createCounter('sluice.store.errors', {
-      description: 'Calls that failed in the store: rejected, or answered without it',
+      description: "Store calls that failed or timed out, as the limiter's failure guard reports them",
     }),
     duration: meter.createHistogram('sluice.operation.duration', {
       description: 'How long limit(), peek() and reset() took, store round trip included',
@@ -146,56 +120,32 @@ function isLimiter(value: unknown): value is Limiter {
     typeof limiter.limit === 'function' &&
     typeof limiter.peek === 'function' &&
     typeof limiter.reset === 'function' &&
+    typeof limiter.watchStore === 'function' &&
     typeof limiter.policy === 'object'
   );
 }
 
-function optionalFunction<T>(option: string, value: unknown): T | undefined {
-  if (value !== undefined && typeof value !== 'function') throw new InvalidOptionError(option, value, 'a function');
-  return value as T | undefined;
-}
-
-function summary(error: unknown): ErrorSummary {
-  if (!(error instanceof Error)) return { name: 'Error', message: String(error) };
-  const code = (error as { code?: unknown }).code;
-  return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
-}
-
-/** Misuse (a bad key or cost) is the caller's mistake: not a store error, not a latency sample. */
+/** Misuse (a bad key or cost) is the caller's mistake: not a latency sample. */
 function isUsageError(error: unknown): boolean {
   return error instanceof SluiceError && error.code !== 'SLUICE_STORE_ERROR';
 }
 
 /**
- * Calls a user's hook with the event `build` makes (only when there is a hook: no cost otherwise).
- * A hook that throws must not turn a decision into a failure, so its error becomes a warning.
- */
-function emit<E>(hook: ((event: E) => void) | undefined, build: () => E): void {
-  if (!hook) return;
-  try {
-    hook(build());
-  } catch (error) {
-    warn(`an observe() hook threw: ${error instanceof Error ? error.message : String(error)}`, {
-      code: 'SLUICE_HOOK_FAILED',
-    });
-  }
-}
-
-/**
- * A limiter that decides exactly as `limiter` does and reports what happens: counters of allowed,
- * denied, shadow-denied requests and store errors and a latency histogram through OpenTelemetry,
- * labelled by prefix, policy and algorithm; and hooks for logs. See docs/metrics.md.
+ * A limiter that decides exactly as `limiter` does and reports what happens through OpenTelemetry,
+ * labelled by prefix, policy and algorithm: counters of allowed, denied and shadow-denied requests,
+ * a latency histogram, and the store failures its failure guard reports; and each decision to
+ * `onDecision`, for logs. See docs/metrics.md.
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
-  const o = optionsObject('observe', options, ['meter', 'onDecision', 'onStoreError', 'onRecover', 'includeKeys']);
+  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OLD_NAMES);
   if (o.meter !== undefined && !isMeter(o.meter))
     throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
   if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
     throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
-  const onDecision = optionalFunction<ObserveOptions['onDecision']>('onDecision', o.onDecision);
-  const onStoreError = optionalFunction<ObserveOptions['onStoreError']>('onStoreError', o.onStoreError);
-  const onRecover = optionalFunction<ObserveOptions['onRecover']>('onRecover', o.onRecover);
+  if (o.onDecision !== undefined && typeof o.onDecision !== 'function')
+    throw new InvalidOptionError('onDecision', o.onDecision, 'a function');
+  const onDecision = o.onDecision as ObserveOptions['onDecision'];
   const includeKeys = o.includeKeys === true;
 
   let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter);
@@ -209,53 +159,23 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
 
   const where = { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
   const labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
-  const byOperation: Record<Operation, MetricAttributes> = {
+  const byOperation: Record<Timed, MetricAttributes> = {
     limit: { ...labels, 'sluice.operation': 'limit' },
     peek: { ...labels, 'sluice.operation': 'peek' },
     reset: { ...labels, 'sluice.operation': 'reset' },
   };
-  const eventBase = (operation: Operation, key: string): LimiterEvent => ({
-    ...where,
-    operation,
-    ...(includeKeys ? { key } : {}),
+
+  const countFailure = ({ operation, reason }: StoreFailure) =>
+    instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason });
+  limiter.watchStore({
+    onOutage(failure) {
+      if (loading) void loading.then(() => countFailure(failure));
+      else countFailure(failure);
+    },
   });
 
-  let failuresInARow = 0;
-  let failingSince = 0;
-
-  function storeError(
-    operation: Operation,
-    key: string,
-    durationMs: number,
-    reason: string,
-    error: unknown,
-    decision?: Decision,
-  ): void {
-    if (failuresInARow++ === 0) failingSince = Date.now();
-    instruments?.storeErrors.add(1, { ...byOperation[operation], 'sluice.error.reason': reason });
-    emit(onStoreError, () => ({
-      ...eventBase(operation, key),
-      reason,
-      error: summary(error),
-      ...(includeKeys ? { cause: error } : {}),
-      ...(decision ? { decision } : {}),
-      durationMs,
-    }));
-  }
-
-  function success(operation: Operation, key: string): void {
-    if (failuresInARow === 0) return;
-    const failures = failuresInARow;
-    failuresInARow = 0;
-    emit(onRecover, () => ({ ...eventBase(operation, key), failures, downForMs: Date.now() - failingSince }));
-  }
-
-  /** Runs one call, timing it and reporting a rejection as a store error; misuse passes through untouched. */
-  async function timed<T>(
-    operation: Operation,
-    key: string,
-    call: () => Promise<T>,
-  ): Promise<{ result: T; durationMs: number }> {
+  /** Runs one call and times it; misuse passes through untimed. */
+  async function timed<T>(operation: Timed, call: () => Promise<T>): Promise<{ result: T; durationMs: number }> {
     const started = performance.now();
     let outcome: { result: T } | { error: unknown };
     try {
@@ -267,33 +187,24 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     const durationMs = performance.now() - started;
     if (loading) await loading;
     instruments?.duration.record(durationMs / 1000, byOperation[operation]);
-    if ('error' in outcome) {
-      storeError(operation, key, durationMs, 'rejected', outcome.error);
-      throw outcome.error;
-    }
+    if ('error' in outcome) throw outcome.error;
     return { result: outcome.result, durationMs };
   }
 
   async function decide(operation: 'limit' | 'peek', key: string, call: () => Promise<Decision>): Promise<Decision> {
-    const { result: decision, durationMs } = await timed(operation, key, call);
+    const { result: decision, durationMs } = await timed(operation, call);
     const extras = decision as Decision & DecisionExtras;
     if (operation === 'limit' && instruments) {
       (decision.allowed ? instruments.allowed : instruments.denied).add(1, labels);
       if (extras.shadow === true && extras.shadowDenied === true) instruments.shadowDenied.add(1, labels);
     }
-    if (typeof extras.reason === 'string' && FAILURE_REASONS.has(extras.reason)) {
-      storeError(
-        operation,
-        key,
-        durationMs,
-        extras.reason,
-        extras.error ?? `the store failed (${extras.reason})`,
-        decision,
-      );
-    } else {
-      success(operation, key);
-    }
-    emit(onDecision, () => ({ ...eventBase(operation, key), operation, decision, durationMs }));
+    callHook('onDecision', onDecision, () => ({
+      ...where,
+      operation,
+      ...(includeKeys ? { key } : {}),
+      decision,
+      durationMs,
+    }));
     return decision;
   }
 
@@ -311,8 +222,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
     reserve: (key, reserveOptions) =>
       decide('limit', key, () => limiter.reserve(key, reserveOptions)) as Promise<Reservation>,
     async reset(key) {
-      await timed('reset', key, () => limiter.reset(key));
-      success('reset', key);
+      await timed('reset', () => limiter.reset(key));
     },
   };
 }

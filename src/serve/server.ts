@@ -133,7 +133,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   const health = createLimiter({
     ...settings,
     policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
-    hooks: { storeError: () => undefined },
+    onOutage: () => undefined,
   });
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);

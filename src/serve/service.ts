@@ -140,7 +140,7 @@ export class Rules {
       ...(deniedCache === undefined ? {} : { deniedCache }),
       ...(penalty === undefined ? {} : { penalty }),
       // The service reports store failures through its metrics and health check.
-      hooks: { storeError: () => undefined },
+      onOutage: () => undefined,
     });
     return observe(limiter, { meter: this.metrics.meter({ 'sluice.domain': domain, 'sluice.rule': rule }) });
   }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
-import type { RateLimitOptions, SluiceWarning } from '../../src/adapters/core.js';
+import type { RateLimitOptions } from '../../src/adapters/core.js';
 import Fastify from 'fastify';
 import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../src/adapters/fastify.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';
@@ -97,6 +97,22 @@ function rateLimitFields(headers: Record<string, unknown>): Record<string, unkno
     'retry-after',
   ];
   return Object.fromEntries(names.filter((name) => headers[name] !== undefined).map((name) => [name, headers[name]]));
+}
+
+interface Warning {
+  readonly code: string;
+  readonly message: string;
+}
+
+/** sluice's process warnings from now to the end of the running test (each is emitted on the tick after its cause). */
+function sluiceWarnings(): Warning[] {
+  const seen: Warning[] = [];
+  const listener = (warning: Error & { code?: string }) => {
+    if (warning.code?.startsWith('SLUICE_')) seen.push({ code: warning.code, message: warning.message });
+  };
+  process.on('warning', listener);
+  after(() => void process.off('warning', listener));
+  return seen;
 }
 
 async function statuses(url: string, count: number, options: Parameters<typeof get>[1] = {}): Promise<number[]> {
@@ -357,13 +373,12 @@ for (const adapter of adapters) {
       });
 
       it('reports a settle hook that throws or answers a bad cost once, and the request stays charged at its estimate', async () => {
-        const warnings: SluiceWarning[] = [];
+        const warnings = sluiceWarnings();
         const { limiter, global } = budget({
           settle: (req) => {
             if (adapter.header(req, 'x-used-tokens') === 'throw') throw new Error('no usage reported');
             return { tokens: -1 };
           },
-          onWarning: (warning) => warnings.push(warning),
         });
         const app = await serve({ global });
         assert.equal((await get(`${app.url}/`, { headers: { 'X-Used-Tokens': 'throw' } })).status, 200);
@@ -393,8 +408,8 @@ for (const adapter of adapters) {
 
     it('keys clients by socket address and ignores a forged X-Forwarded-For, reporting it once', async () => {
       const { limiter } = fakeClock();
-      const warnings: SluiceWarning[] = [];
-      const app = await serve({ global: { limiter: limiter(1), onWarning: (warning) => warnings.push(warning) } });
+      const warnings = sluiceWarnings();
+      const app = await serve({ global: { limiter: limiter(1) } });
       assert.equal((await get(`${app.url}/`, { from: '127.0.0.2' })).status, 200);
       for (const forged of ['198.51.100.1', '198.51.100.2', '2001:db8::1']) {
         assert.equal(
@@ -411,9 +426,9 @@ for (const adapter of adapters) {
 
     it('behind one trusted proxy, reads only the hop it appended: forged addresses to its left earn nothing', async () => {
       const { limiter } = fakeClock();
-      const warnings: SluiceWarning[] = [];
+      const warnings = sluiceWarnings();
       const app = await serve({
-        global: { limiter: limiter(1), trustedProxies: 1, onWarning: (warning) => warnings.push(warning) },
+        global: { limiter: limiter(1), trustedProxies: 1 },
       });
       const through = (chain: string) => get(`${app.url}/`, { headers: { 'X-Forwarded-For': chain } });
       assert.equal((await through('203.0.113.9')).status, 200);
@@ -426,9 +441,9 @@ for (const adapter of adapters) {
 
     it(`with trustedProxies 'framework', ${adapter.proxySetting ? "keys clients by the framework's own proxy setting" : 'is refused: the framework has no proxy setting'}`, async () => {
       const { limiter } = fakeClock();
-      const warnings: SluiceWarning[] = [];
+      const warnings = sluiceWarnings();
       const spec: AppSpec = {
-        global: { limiter: limiter(1), trustedProxies: 'framework', onWarning: (warning) => warnings.push(warning) },
+        global: { limiter: limiter(1), trustedProxies: 'framework' },
         frameworkProxy: true,
       };
       if (!adapter.proxySetting) {
@@ -794,27 +809,25 @@ for (const adapter of adapters) {
       assert.deepEqual(await statuses(`${app.url}/`, 5), [200, 200, 200, 429, 429]);
     });
 
-    // The same answer whichever option chose it: the middleware's onStoreError, or the limiter's.
-    for (const [chosenBy, onStoreError] of [
+    // The same answer whichever limiter the failure policy is given to: one the middleware builds, or one of createLimiter's.
+    for (const [builtBy, onStoreError] of [
       ['middleware', 'allow'],
       ['middleware', 'deny'],
-      ['limiter', 'allow'],
-      ['limiter', 'deny'],
+      ['createLimiter', 'allow'],
+      ['createLimiter', 'deny'],
     ] as const) {
-      it(`when Redis is down and the ${chosenBy} says '${onStoreError}', claims nothing about the quota`, async () => {
-        const warnings: SluiceWarning[] = [];
+      it(`when Redis is down and onStoreError is '${onStoreError}' (limiter built by ${builtBy}), claims nothing about the quota and lets the limiter report it once`, async () => {
+        const warnings = sluiceWarnings();
         const denials: string[] = [];
-        const limiter = createLimiter({
+        const built = {
           store: redisStore(deadRedis as Redis),
           policy: fixedWindow({ limit: 1, window: '1m', name: 'per-minute' }),
-          onStoreError: chosenBy === 'limiter' ? onStoreError : undefined,
-          hooks: { storeError: () => undefined },
-        });
+          prefix: uniquePrefix(),
+          onStoreError,
+        };
         const app = await serve({
           global: {
-            limiter,
-            onStoreError: chosenBy === 'middleware' ? onStoreError : undefined,
-            onWarning: (warning) => warnings.push(warning),
+            ...(builtBy === 'middleware' ? built : { limiter: createLimiter(built) }),
             onDenied: (_req, denial) =>
               void denials.push(
                 `${denial.reason} ${denial.status} ${denial.violated.length} ${denial.error instanceof StoreError}`,
@@ -833,12 +846,32 @@ for (const adapter of adapters) {
           }
         }
         assert.deepEqual(denials, onStoreError === 'allow' ? [] : ['store-error 503 0 true', 'store-error 503 0 true']);
+        // The limiter's warning, once for the outage, saying what the middleware answered.
         assert.deepEqual(
           warnings.map((warning) => warning.code),
           ['SLUICE_STORE_FAILED'],
         );
+        assert.match(warnings[0]?.message ?? '', new RegExp(`answering '${onStoreError}' until it recovers$`));
       });
     }
+
+    it('refuses onStoreError beside a limiter (its own decides), and onWarning, naming process warnings', async () => {
+      const { limiter } = fakeClock();
+      await assert.rejects(
+        async () => serve({ global: { limiter: limiter(1), onStoreError: 'deny' } }),
+        (error: unknown) =>
+          error instanceof InvalidOptionError &&
+          error.option === 'onStoreError' &&
+          error.message.includes('its own onStoreError decides'),
+      );
+      await assert.rejects(
+        async () => serve({ global: { limiter: limiter(1), onWarning: () => undefined } as never }),
+        (error: unknown) =>
+          error instanceof InvalidOptionError &&
+          error.option === 'onWarning' &&
+          error.message.includes("process.on('warning'"),
+      );
+    });
   });
 }
 

@@ -54,7 +54,7 @@ async function refusals(admin: Redis): Promise<string[][]> {
 async function everyOperation(store: Store, failures: StoreError[]): Promise<unknown[]> {
   await harness.redis.script('FLUSH');
   const run = randomUUID().slice(0, 8);
-  const hooks = { storeError: ({ error }: { error: StoreError }) => failures.push(error) };
+  const onOutage = ({ error }: { error: StoreError }) => failures.push(error);
   const settled = (call: Promise<unknown>) =>
     call.then(
       (value) => value ?? 'done',
@@ -62,7 +62,7 @@ async function everyOperation(store: Store, failures: StoreError[]): Promise<unk
     );
   const answers: unknown[] = [];
   for (const algorithm of algorithms) {
-    const limiter = createLimiter({ store, policy: algorithm.policy(2, HOUR), onStoreError: 'deny', hooks });
+    const limiter = createLimiter({ store, policy: algorithm.policy(2, HOUR), onStoreError: 'deny', onOutage });
     const key = `${algorithm.name}-${run}`;
     answers.push(algorithm.name, (await limiter.peek(key)).remaining);
     for (let i = 0; i < 3; i++) answers.push((await limiter.limit(key)).remaining);
@@ -81,7 +81,7 @@ async function everyOperation(store: Store, failures: StoreError[]): Promise<unk
     policy: fixedWindow({ limit: 1, window: HOUR }),
     penalty: { after: 2, block: '1h' },
     onStoreError: 'deny',
-    hooks,
+    onOutage,
   });
   for (let i = 0; i < 4; i++) answers.push((await penalty.limit(`penalty-${run}`)).blockedForMs !== undefined);
   // The first policy's key is the fixed window's alone: it denies while the sliding window is empty.
@@ -89,16 +89,21 @@ async function everyOperation(store: Store, failures: StoreError[]): Promise<unk
     store,
     policy: fixedWindow({ limit: 1, window: HOUR }),
     onStoreError: 'deny',
-    hooks,
+    onOutage,
   });
   const pair = createLimiter({
     store,
     policy: [fixedWindow({ limit: 1, window: HOUR }), slidingWindow({ limit: 5, window: HOUR })],
     onStoreError: 'deny',
-    hooks,
+    onOutage,
   });
   answers.push((await windowOnly.limit(`pair-${run}`)).allowed, (await pair.limit(`pair-${run}`)).allowed);
-  const slots = createLimiter({ store, policy: concurrency({ limit: 2, leaseMs: '1m' }), onStoreError: 'deny', hooks });
+  const slots = createLimiter({
+    store,
+    policy: concurrency({ limit: 2, leaseMs: '1m' }),
+    onStoreError: 'deny',
+    onOutage,
+  });
   const leases = [
     await slots.acquire(`slots-${run}`),
     await slots.acquire(`slots-${run}`),
@@ -220,11 +225,11 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
       await new Promise((resolve) => setImmediate(resolve));
       assert.deepEqual(
         warnings.map((w) => [
-          w.name,
+          (w as Error & { code?: string }).code,
           w.message.includes('the Redis user lacks +time') &&
             w.message.includes('docs/reliability.md#least-privilege-acl'),
         ]),
-        [['SluiceStoreWarning', true]],
+        [['SLUICE_STORE_FAILED', true]],
       );
     } finally {
       process.off('warning', onWarning);
@@ -239,14 +244,14 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
       prefix: 'a*[b]?\\c',
       policy: fixedWindow({ limit: 5, window: HOUR }),
       onStoreError: 'deny',
-      hooks: { storeError: () => {} },
+      onOutage: () => {},
     });
     const lookalike = createLimiter({
       store,
       prefix: 'aX[b]?\\c',
       policy: fixedWindow({ limit: 5, window: HOUR }),
       onStoreError: 'deny',
-      hooks: { storeError: () => {} },
+      onOutage: () => {},
     });
     try {
       const refused = await limiter.limit('k');

@@ -47,7 +47,7 @@ describe('a batch of decisions', () => {
           store,
           prefix: 'p',
           policy: fixedWindow({ limit: 5, window: '1m' }),
-          hooks: { storeError: () => {} },
+          onOutage: () => {},
         });
         // State never fails a request (it heals), so the bad one asks the limiter's script for an
         // algorithm it does not hold: the script fails on that request.

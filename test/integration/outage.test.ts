@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
@@ -22,6 +24,21 @@ const HOUR = 3_600_000;
 // Long enough that the paused call's 500 ms timeout fires first, however slow the machine; the test
 // ends the pause itself once it has.
 const PAUSE_MS = 30_000;
+
+/**
+ * Runs test/support/observed-request.ts (one request through an observed limiter behind
+ * sluice/node) against `url`: its stdout, and each message it printed to stderr (Node's hint
+ * after a process's first warning, on how to trace it, is no message of sluice's).
+ */
+async function oneObservedRequest(url: string, env: Record<string, string> = {}) {
+  const { stdout, stderr } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', 'test/support/observed-request.ts'],
+    { env: { ...process.env, REDIS_URL: url, ...env } },
+  );
+  const messages = stderr.split('\n').filter((line) => line !== '' && !line.startsWith('(Use `node --trace-warnings'));
+  return { stdout: stdout.trim(), messages };
+}
 
 /** Calls `limiter.limit` until a decision comes from Redis again (no `reason`), for at most 15 s. */
 async function untilBackOnRedis(limiter: Limiter, key: string): Promise<void> {
@@ -77,6 +94,29 @@ describe('outage: a slow or dead redis-server', () => {
     }
   });
 
+  for (const [told, onOutage, printed] of [
+    [
+      'no one',
+      undefined,
+      /^\(node:\d+\) \[SLUICE_STORE_FAILED\] Warning: sluice: store failed: no reply within 200 ms \(timeout\); answering 'allow' until it recovers$/,
+    ],
+    ["the limiter's onOutage", 'log', /^rate limiter store down: sluice: store failed: no reply within 200 ms$/],
+  ] as const) {
+    it(`one request through an observed limiter behind sluice/node while Redis is paused prints one message (told ${told})`, async () => {
+      const admin = new Redis(server.url);
+      try {
+        await admin.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+        const { stdout, messages } = await oneObservedRequest(server.url, onOutage ? { ON_OUTAGE: onOutage } : {});
+        assert.equal(stdout, '200', 'failing open');
+        assert.equal(messages.length, 1, messages.join('\n'));
+        assert.match(messages[0] ?? '', printed);
+      } finally {
+        await admin.call('CLIENT', 'UNPAUSE');
+        admin.disconnect();
+      }
+    });
+  }
+
   it('killed mid-load: follows the failure policy while down, returns to Redis after a restart, no key without a TTL', async () => {
     // ioredis as it comes (offline queue on: calls wait for the reconnect, so they time out), and
     // ioredis and node-redis set up as docs/reliability.md advises (offline queue off: they fail at once).
@@ -99,14 +139,14 @@ describe('outage: a slow or dead redis-server', () => {
     for (const client of Object.values(clients)) client.on('error', (error: unknown) => clientErrors.push(error));
     const prefix = uniquePrefix();
     const recoveries: StoreRecovery[] = [];
-    const hooks = { recover: (r: StoreRecovery) => recoveries.push(r) };
+    const onRecovery = (r: StoreRecovery) => recoveries.push(r);
     try {
       // Without an offline queue, a command sent before the connection is ready fails: wait for it.
       await Promise.all([clients.nodeRedis.connect(), once(clients.failFast, 'ready')]);
       // The limiters under test, with a 500 ms timeout, meet Redis only while it is down and on their
       // way back; each has a patient twin on the same keys for the calls that Redis must answer, so
       // that a loaded machine's slow reply is not counted as a failure (500 ms once was not enough).
-      const limitersWith = (more: Pick<LimiterOptions, 'timeout' | 'hooks'>) =>
+      const limitersWith = (more: Pick<LimiterOptions, 'timeout' | 'onRecovery'>) =>
         algorithms.flatMap((algorithm) => {
           const options = { policy: algorithm.policy(1000, HOUR), prefix, ...more } as const;
           return [
@@ -129,7 +169,7 @@ describe('outage: a slow or dead redis-server', () => {
             }),
           ];
         });
-      const limiters = limitersWith({ timeout: '500ms', hooks });
+      const limiters = limitersWith({ timeout: '500ms', onRecovery });
       const patient = limitersWith({ timeout: '1m' });
       const batch = (key: string, on = limiters) => Promise.all(on.map((limiter) => limiter.limit(key)));
       const keys = Array.from({ length: 20 }, (_, i) => `user:${i}`);

@@ -135,14 +135,13 @@ describe('Sentinel: a master, a replica and three sentinels', () => {
         const prefix = uniquePrefix();
         const cases = connected.map(({ client }, i) => {
           const seen = { calls: 0, failures: 0 };
-          const hooks = { storeError: () => seen.failures++ };
           const limiter = createLimiter({
             store: redisStore(client),
             prefix: `${prefix}-${i}`,
             policy: fixedWindow({ limit: 1_000_000, window: HOUR }),
             timeout: TIMEOUT_MS,
             onStoreError: 'deny',
-            hooks,
+            onOutage: () => seen.failures++,
           });
           return { name: clients[i]?.name ?? '', client, limiter, seen };
         });

@@ -46,7 +46,7 @@ describe('store failures: every kind of client fails with the same typed errors'
           policy: fixedWindow({ limit: 5, window: '1s' }),
           onStoreError: 'deny',
           timeout: '1m',
-          hooks: { storeError: () => {} },
+          onOutage: () => {},
         });
         assert.equal((await limiter.limit('k')).allowed, true);
         await doomed.stop();
@@ -82,7 +82,7 @@ describe('store failures: every kind of client fails with the same typed errors'
             store: redisStore(client),
             policy: fixedWindow({ limit: 5, window: '1m' }),
             timeout: '1m',
-            hooks: { storeError: () => {} },
+            onOutage: () => {},
           });
           const decisions = [
             await limiter.limit('alone'),

@@ -17,10 +17,11 @@ import {
   type Decision,
   type DecisionEvent,
   type Limiter,
-  type RecoverEvent,
-  type StoreErrorEvent,
+  type StoreFailure,
+  type StoreRecovery,
 } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
+import { switchableStore } from '../support/switchable-store.js';
 
 const harness = useRedis();
 
@@ -189,26 +190,23 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
 });
 
 describe('observe: store errors and recovery against a real Redis', () => {
-  it('counts failed calls, reports them without the key, and fires onRecover once on the first success', async () => {
+  it('counts the failures the limiter reports; the limiter tells each once, without the key, and its recovery once', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());
     const client = new Redis(harness.server.url);
     after(() => client.quit());
-    const errors: StoreErrorEvent[] = [];
-    const recoveries: RecoverEvent[] = [];
+    const failures: StoreFailure[] = [];
+    const recoveries: StoreRecovery[] = [];
     const decisions: DecisionEvent[] = [];
     const limiter = observe(
       createLimiter({
         store: redisStore(client),
         prefix: uniquePrefix(),
         policy: fixedWindow({ limit: 5, window: '1h' }),
+        onOutage: (failure) => failures.push(failure),
+        onRecovery: (recovery) => recoveries.push(recovery),
       }),
-      {
-        meter,
-        onStoreError: (event) => errors.push(event),
-        onRecover: (event) => recoveries.push(event),
-        onDecision: (event) => decisions.push(event),
-      },
+      { meter, onDecision: (event) => decisions.push(event) },
     );
     await limiter.limit('user:secret-42');
     // Real failures: Redis refuses scripts to this user (NOPERM) until the permission comes back.
@@ -231,21 +229,18 @@ describe('observe: store errors and recovery against a real Redis', () => {
     await limiter.limit('user:secret-42');
 
     assert.deepEqual(
-      errors.map((e) => [e.operation, e.reason, e.error.name, e.error.code, 'key' in e, 'cause' in e]),
+      failures.map((f) => [f.operation, f.reason, f.error.name, f.error.code, f.failures]),
       [
-        ['limit', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', false, false],
-        ['peek', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', false, false],
+        ['limit', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', 1],
+        ['peek', 'store-error', 'StorePermissionError', 'SLUICE_STORE_ERROR', 2],
       ],
     );
-    assert.match(errors[0]?.error.message ?? '', /lacks \+evalsha \(NOPERM/);
+    assert.match(failures[0]?.error.message ?? '', /lacks \+evalsha \(NOPERM/);
     assert.equal(recoveries.length, 1);
-    assert.deepEqual(
-      { ...recoveries[0], downForMs: undefined },
-      { ...labelsOfEvent(limiter), operation: 'limit', failures: 2, downForMs: undefined },
-    );
+    assert.deepEqual({ ...recoveries[0], downForMs: undefined }, { failures: 2, downForMs: undefined });
     assert.ok((recoveries[0]?.downForMs ?? -1) >= 0);
     assert.equal(decisions.length, 5);
-    for (const event of [...errors, ...recoveries, ...decisions])
+    for (const event of [...failures, ...recoveries, ...decisions])
       assert.doesNotMatch(JSON.stringify(event), /secret-42/);
 
     const found = await collect(reader);
@@ -262,18 +257,13 @@ describe('observe: store errors and recovery against a real Redis', () => {
   });
 });
 
-function labelsOfEvent(limiter: Limiter) {
-  return { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
-}
-
-/** A real limiter whose decisions get the fields shadow mode and failure handling add. */
-function withExtras(limiter: Limiter, extras: (decision: Decision, call: number) => Record<string, unknown>): Limiter {
-  let calls = 0;
+/** A real limiter whose decisions get the fields shadow mode adds. */
+function withExtras(limiter: Limiter, extras: (decision: Decision) => Record<string, unknown>): Limiter {
   return {
     ...limiter,
     async limit(key, options) {
       const decision = await limiter.limit(key, options);
-      return { ...decision, ...extras(decision, calls++) };
+      return { ...decision, ...extras(decision) };
     },
   };
 }
@@ -298,44 +288,42 @@ describe('observe: decisions from shadow mode and from failure handling', () => 
     assert.equal(found.has('sluice.requests.denied'), false);
   });
 
-  it('counts a decision taken without the store (store-error, timeout) as a store error, then recovers', async () => {
+  it('counts every store call the failure guard saw fail (timeout, store-error), by its operation', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());
-    const errors: StoreErrorEvent[] = [];
-    const recoveries: RecoverEvent[] = [];
-    const real = createLimiter({
-      store: memoryStore(),
-      prefix: uniquePrefix(),
-      policy: fixedWindow({ limit: 10, window: '1h' }),
-    });
-    const failing = withExtras(real, (_d, call) =>
-      call < 2 ? { reason: call === 0 ? 'timeout' : 'store-error', error: new StoreError('Redis did not answer') } : {},
+    const recoveries: StoreRecovery[] = [];
+    const { store, control } = switchableStore();
+    const limiter = observe(
+      createLimiter({
+        store,
+        prefix: uniquePrefix(),
+        policy: fixedWindow({ limit: 10, window: '1h' }),
+        timeout: '20ms',
+        onRecovery: (recovery) => recoveries.push(recovery),
+      }),
+      { meter },
     );
-    const limiter = observe(failing, {
-      meter,
-      includeKeys: true,
-      onStoreError: (e) => errors.push(e),
-      onRecover: (e) => recoveries.push(e),
-    });
-    for (let i = 0; i < 4; i++) await limiter.limit('user:7');
+    control.mode = 'hang';
+    assert.equal((await limiter.limit('user:7')).reason, 'timeout');
+    control.mode = 'fail';
+    assert.equal((await limiter.limit('user:7')).reason, 'store-error');
+    // A call observe() does not wrap still reaches the store through the guard, and is counted.
+    await assert.rejects(limiter.refund('user:7'), StoreError);
+    control.mode = 'up';
+    for (let i = 0; i < 2; i++) assert.equal((await limiter.limit('user:7')).reason, undefined);
+    for (const reject of control.pending) reject(new Error('Connection is closed'));
     assert.deepEqual(
-      errors.map((e) => [e.reason, e.key, e.error.message, e.cause instanceof StoreError, e.decision?.allowed]),
-      [
-        ['timeout', 'user:7', 'sluice: store failed: Redis did not answer', true, true],
-        ['store-error', 'user:7', 'sluice: store failed: Redis did not answer', true, true],
-      ],
-    );
-    assert.deepEqual(
-      recoveries.map((e) => [e.key, e.failures]),
-      [['user:7', 2]],
+      recoveries.map((r) => r.failures),
+      [3],
     );
     const found = await collect(reader);
     const reasons = (found.get('sluice.store.errors') ?? [])
-      .map((p) => [p.attributes['sluice.error.reason'], p.value])
+      .map((p) => [p.attributes['sluice.operation'], p.attributes['sluice.error.reason'], p.value])
       .sort();
     assert.deepEqual(reasons, [
-      ['store-error', 1],
-      ['timeout', 1],
+      ['limit', 'store-error', 1],
+      ['limit', 'timeout', 1],
+      ['refund', 'store-error', 1],
     ]);
     assert.deepEqual(found.get('sluice.requests.allowed'), [{ attributes: labelsOf(limiter), value: 4 }]);
   });

@@ -365,7 +365,7 @@ describe("Cloudflare's workerd runs the built package without nodejs_compat", ()
 
   it('warns on the console, having no process, when a hook throws', async () => {
     assert.equal(await (await fetch(`${workers.urls.main}/observed`)).json(), true);
-    const warning = 'Warning [SLUICE_HOOK_FAILED]: an observe() hook threw: hook down';
+    const warning = 'Warning [SLUICE_HOOK_FAILED]: sluice: onDecision threw: hook down';
     for (let waited = 0; !workers.output().includes(warning) && waited < 5_000; waited += 50)
       await new Promise((resolve) => setTimeout(resolve, 50));
     assert.ok(workers.output().includes(warning), workers.output());

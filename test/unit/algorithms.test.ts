@@ -327,7 +327,7 @@ describe('memoryStore', () => {
       store: failing,
       policy: fixedWindow({ limit: 5, window: '1h' }),
       onStoreError: 'deny',
-      hooks: { storeError: () => undefined },
+      onOutage: () => undefined,
     });
     const decision = await denying.limit('k');
     assert.equal(decision.allowed, false);

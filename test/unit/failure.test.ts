@@ -3,36 +3,19 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DENY_RETRY_AFTER_MS } from '../../src/limiter/failure.js';
 import {
+  InvalidArgumentError,
   InvalidOptionError,
   StoreError,
   createLimiter,
   fixedWindow,
   memoryStore,
   type LimiterOptions,
-  type Store,
   type StoreFailure,
   type StoreRecovery,
 } from '../../src/index.js';
+import { switchableStore } from '../support/switchable-store.js';
 
 const policy = fixedWindow({ limit: 5, window: '1h' });
-
-/**
- * A store in front of the memory store whose next calls can be made to fail or to hang, the way a
- * Redis client does while its server is gone. The outage tests do the same with real redis-servers.
- */
-function switchableStore() {
-  const healthy = memoryStore({ now: () => 1_000_000 });
-  const control = { mode: 'up' as 'up' | 'fail' | 'hang' | 'throw', pending: [] as ((error: Error) => void)[] };
-  const store: Store = {
-    run(script, keys, args) {
-      if (control.mode === 'throw') throw new TypeError('thrown synchronously');
-      if (control.mode === 'fail') return Promise.reject(new Error('ECONNREFUSED'));
-      if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
-      return healthy.run(script, keys, args);
-    },
-  };
-  return { store, control };
-}
 
 /** Runs `body` and returns what the process emitted meanwhile on `event` (warnings are emitted on the next tick). */
 async function emittedDuring<T>(event: 'warning' | 'unhandledRejection', body: () => Promise<void>): Promise<T[]> {
@@ -55,7 +38,8 @@ function limiterWith(options: Partial<LimiterOptions>) {
   const limiter = createLimiter({
     store,
     policy,
-    hooks: { storeError: (f) => failures.push(f), recover: (r) => recoveries.push(r) },
+    onOutage: (f) => failures.push(f),
+    onRecovery: (r) => recoveries.push(r),
     ...options,
   });
   return { limiter, control, failures, recoveries };
@@ -92,10 +76,10 @@ describe('failure policy', () => {
     control.mode = 'throw';
     assert.equal((await limiter.peek('k')).reason, 'store-error');
     assert.deepEqual(
-      failures.map((f) => [f.reason, f.failures]),
+      failures.map((f) => [f.operation, f.reason, f.failures]),
       [
-        ['store-error', 1],
-        ['store-error', 2],
+        ['limit', 'store-error', 1],
+        ['peek', 'store-error', 2],
       ],
     );
     control.mode = 'up';
@@ -175,14 +159,14 @@ describe('failure policy', () => {
     assert.deepEqual(unhandled, []);
   });
 
-  it('calls hooks as methods of the object given, so a class instance keeps its this', async () => {
+  it('calls a watcher as methods of the object given, so a class instance keeps its this', async () => {
     const seen: string[] = [];
-    // Hooks may have no fields of their own (they are options): the methods reach `record` through `this`.
+    // The callbacks reach `record` through `this`.
     class Monitor {
-      storeError(failure: StoreFailure) {
+      onOutage(failure: StoreFailure) {
         this.record(`failed ${failure.failures}`);
       }
-      recover(recovery: StoreRecovery) {
+      onRecovery(recovery: StoreRecovery) {
         this.record(`recovered after ${recovery.failures}`);
       }
       record(line: string) {
@@ -190,7 +174,8 @@ describe('failure policy', () => {
       }
     }
     const { store, control } = switchableStore();
-    const limiter = createLimiter({ store, policy, hooks: new Monitor() });
+    const limiter = createLimiter({ store, policy, onOutage: () => undefined });
+    limiter.watchStore(new Monitor());
     control.mode = 'fail';
     await limiter.limit('k');
     control.mode = 'up';
@@ -198,25 +183,29 @@ describe('failure policy', () => {
     assert.deepEqual(seen, ['failed 1', 'recovered after 1']);
   });
 
+  it('refuses a watcher that is not an object of functions, naming the bad callback', () => {
+    const limiter = createLimiter({ store: switchableStore().store, policy });
+    assert.throws(() => limiter.watchStore(null as never), InvalidArgumentError);
+    assert.throws(() => limiter.watchStore({ onOutage: 'log' } as never), /watcher\.onOutage/);
+  });
+
   it('a hook that throws changes nothing but a warning', async () => {
     const warnings = await emittedDuring<Error>('warning', async () => {
       const { store, control } = switchableStore();
-      const hooks = {
-        storeError() {
-          throw new Error('metrics down');
-        },
+      const onOutage = () => {
+        throw new Error('metrics down');
       };
-      const limiter = createLimiter({ store, policy, hooks });
+      const limiter = createLimiter({ store, policy, onOutage });
       control.mode = 'fail';
       assert.equal((await limiter.limit('k')).reason, 'store-error');
     });
     assert.deepEqual(
-      warnings.map((w) => w.message),
-      ['sluice: hooks.storeError threw: metrics down'],
+      warnings.map((w) => [(w as Error & { code?: string }).code, w.message]),
+      [['SLUICE_HOOK_FAILED', 'sluice: onOutage threw: metrics down']],
     );
   });
 
-  it('fails open by default, with one warning per outage when no storeError hook is set', async () => {
+  it('fails open by default, with one warning per outage when no onOutage callback is set', async () => {
     const warnings = await emittedDuring<Error>('warning', async () => {
       const { store, control } = switchableStore();
       const limiter = createLimiter({ store, policy });
@@ -228,10 +217,35 @@ describe('failure policy', () => {
       control.mode = 'fail';
       await limiter.limit('k');
     });
-    assert.equal(warnings.length, 2);
+    assert.deepEqual(
+      warnings.map((w) => (w as Error & { code?: string }).code),
+      ['SLUICE_STORE_FAILED', 'SLUICE_STORE_FAILED'],
+    );
     assert.match(
       warnings[0]?.message ?? '',
       /^sluice: store failed: ECONNREFUSED \(store-error\); answering 'allow' until it recovers$/,
+    );
+  });
+
+  it('watchStore adds a watcher told what onOutage and onRecovery are; the default warning still speaks for the limiter', async () => {
+    const told: string[] = [];
+    const warnings = await emittedDuring<Error>('warning', async () => {
+      const { store, control } = switchableStore();
+      const limiter = createLimiter({ store, policy });
+      limiter.watchStore({
+        onOutage: (f) => told.push(`${f.operation} ${f.reason} ${f.failures}`),
+        onRecovery: (r) => told.push(`recovered after ${r.failures}`),
+      });
+      control.mode = 'fail';
+      await limiter.limit('k');
+      await assert.rejects(limiter.reset('k'), StoreError);
+      control.mode = 'up';
+      await limiter.limit('k');
+    });
+    assert.deepEqual(told, ['limit store-error 1', 'reset store-error 2', 'recovered after 2']);
+    assert.deepEqual(
+      warnings.map((w) => (w as Error & { code?: string }).code),
+      ['SLUICE_STORE_FAILED'],
     );
   });
 
@@ -242,8 +256,8 @@ describe('failure policy', () => {
       ['timeout', '5 minutes'],
       ['onStoreError', 'ignore'],
       ['onStoreError', {}],
-      ['hooks', { storeError: 'log' }],
-      ['hooks', 42],
+      ['onOutage', 'log'],
+      ['onRecovery', 42],
     ] as const) {
       assert.throws(
         () => createLimiter({ store, policy, [option]: value }),

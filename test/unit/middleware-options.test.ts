@@ -26,6 +26,11 @@ describe('middleware options', () => {
       ['status', { limiter, status: '429' }],
       ['status', { limiter, status: 429.5 }],
       ['onStoreError', { limiter, onStoreError: 'ignore' }],
+      ['onStoreError', { limiter, onStoreError: 'deny' }],
+      [
+        'onStoreError',
+        { policy: fixedWindow({ limit: 1, window: '1s' }), store: memoryStore(), onStoreError: 'ignore' },
+      ],
       ['trustedProxies', { limiter, trustedProxies: true }],
       ['trustedProxies', { limiter, trustedProxies: 'framework' }],
       ['rateLimit', null],
@@ -78,14 +83,27 @@ describe('middleware options', () => {
       ],
       ['statusCode', 429, 'use "status"'],
       ['allowList', ['127.0.0.1'], 'use "skip": (req) => true lets a request through uncounted'],
-      ['skipOnError', true, 'use "onStoreError": "allow"'],
-      ['passOnStoreError', true, 'use "onStoreError": "allow"'],
+      [
+        'skipOnError',
+        true,
+        'failing open is the default; "onStoreError" chooses otherwise (beside "policy" and "store", or createLimiter\'s for a "limiter")',
+      ],
+      [
+        'passOnStoreError',
+        true,
+        'failing open is the default; "onStoreError" chooses otherwise (beside "policy" and "store", or createLimiter\'s for a "limiter")',
+      ],
+      [
+        'onWarning',
+        () => undefined,
+        "sluice's warnings are process warnings, each with a code (docs/errors.md#warnings): process.on('warning', (warning) => ...)",
+      ],
       ['keyPrefix', 'api', 'use "prefix"'],
       ['validate', false, 'sluice checks every option when the middleware is built; there is nothing to turn off'],
       [
         'trustedProxy',
         1,
-        'its options are limiter, policy, store, prefix, key, cost, settle, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, onWarning, trustedProxies, proxyHeader, ipv6Subnet',
+        'its options are limiter, policy, store, prefix, key, cost, settle, skip, skipSuccessfulRequests, skipFailedRequests, headers, status, onDenied, body, respond, onStoreError, trustedProxies, proxyHeader, ipv6Subnet',
       ],
     ];
     for (const [option, value, instead] of renamed) {

@@ -259,7 +259,7 @@ describe('unknown options', () => {
     rejectsUnknown(
       () => createLimiter({ store, policy, shadowMode: true } as never),
       'shadowMode',
-      'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, hooks',
+      'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, onOutage, onRecovery',
     );
     rejectsUnknown(
       () => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never),
@@ -272,16 +272,26 @@ describe('unknown options', () => {
       'its options are maxKeys, now',
     );
     rejectsUnknown(
-      () => createLimiter({ store, policy, hooks: { onError: () => undefined } } as never),
-      'hooks.onError',
-      'its options are storeError, recover',
+      () => createLimiter({ store, policy, hooks: { storeError: () => undefined } } as never),
+      'hooks',
+      'use "onOutage": (failure) => ... and "onRecovery": (recovery) => ..., what hooks.storeError and hooks.recover were',
     );
     rejectsUnknown(() => memoryStore({ max: 10 } as never), 'max', 'its options are maxKeys, now');
     const limiter = createLimiter({ store, policy });
     rejectsUnknown(
       () => observe(limiter, { includeKey: true } as never),
       'includeKey',
-      'its options are meter, onDecision, onStoreError, onRecover, includeKeys',
+      'its options are meter, onDecision, includeKeys',
     );
+    for (const [old, now] of [
+      ['onStoreError', 'onOutage'],
+      ['onRecover', 'onRecovery'],
+    ] as const) {
+      rejectsUnknown(
+        () => observe(limiter, { [old]: () => undefined } as never),
+        old,
+        `use the limiter's "${now}": store failures and recoveries are the limiter's to report: createLimiter({ ..., onOutage, onRecovery }); observe() counts them in sluice.store.errors`,
+      );
+    }
   });
 });

@@ -1,0 +1,20 @@
+import { memoryStore, type Store } from '../../src/index.js';
+
+/**
+ * A store in front of the memory store whose next calls can be made to fail or to hang, the way a
+ * Redis client does while its server is gone. Unlike the memory store itself, it is asked through
+ * the limiter's failure guard. The outage tests do the same with real redis-servers.
+ */
+export function switchableStore() {
+  const healthy = memoryStore({ now: () => 1_000_000 });
+  const control = { mode: 'up' as 'up' | 'fail' | 'hang' | 'throw', pending: [] as ((error: Error) => void)[] };
+  const store: Store = {
+    run(script, keys, args) {
+      if (control.mode === 'throw') throw new TypeError('thrown synchronously');
+      if (control.mode === 'fail') return Promise.reject(new Error('ECONNREFUSED'));
+      if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
+      return healthy.run(script, keys, args);
+    },
+  };
+  return { store, control };
+}

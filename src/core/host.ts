@@ -17,11 +17,11 @@ const hostProcess = (globalThis as { process?: HostProcess }).process;
 /**
  * A warning, through process.emitWarning (so `process.on('warning')` and `--no-warnings` see it),
  * or the console where there is no process. Every warning sluice gives has a code, listed in
- * docs/errors.md; `type` stays Node's 'Warning' except where a caller still names its own.
+ * docs/errors.md; its `name` is Node's 'Warning'.
  */
-export function warn(message: string, options: { code: SluiceWarningCode; type?: string }): void {
+export function warn(message: string, options: { code: SluiceWarningCode }): void {
   if (typeof hostProcess?.emitWarning === 'function') hostProcess.emitWarning(message, options);
-  else console.warn(`${options.type ?? 'Warning'} [${options.code}]: ${message}`);
+  else console.warn(`Warning [${options.code}]: ${message}`);
 }
 
 /**

@@ -30,9 +30,9 @@ export interface StoreRecovery {
  */
 export interface StoreWatcher {
   /** Each store call that failed or timed out: an outage begins with the first (`failures: 1`). */
-  onOutage?(failure: StoreFailure): void;
+  onOutage?: (failure: StoreFailure) => void;
   /** The first successful store call after an outage. */
-  onRecovery?(recovery: StoreRecovery): void;
+  onRecovery?: (recovery: StoreRecovery) => void;
 }
 
 /** The answer to one request. Being denied is a decision, not an error. */

@@ -63,7 +63,7 @@ function storeWatcher(
     if (watcher[name] !== undefined && typeof watcher[name] !== 'function')
       throw new Invalid(`${path}${name}`, watcher[name], 'a function');
   }
-  return watcher as StoreWatcher;
+  return watcher;
 }
 
 /** A store call waiting for its answer or its deadline, whichever comes first. */

@@ -481,7 +481,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     policies,
     policy: policies[0] as Policy,
     prefix,
-    watchStore: guard.watch,
+    watchStore: (watcher) => guard.watch(watcher),
     limit,
     limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     async peek(key, peekOptions) {

@@ -39,7 +39,7 @@ export function checkEviction(read: MemoryInfo): void {
   read().then(
     (info) => {
       const warning = evictionWarning(info);
-      if (warning !== undefined) warn(warning, { type: 'SluiceEvictionWarning', code: 'SLUICE_EVICTABLE_KEYS' });
+      if (warning !== undefined) warn(warning, { code: 'SLUICE_EVICTABLE_KEYS' });
     },
     () => undefined,
   );

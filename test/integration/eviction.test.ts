@@ -7,11 +7,11 @@ import { evictionWarning } from '../../src/stores/eviction.js';
 import { checksEviction, clientKinds } from '../support/clients.js';
 import { uniquePrefix } from '../support/redis.js';
 
-/** The SluiceEvictionWarning messages emitted while `run` runs, and shortly after. */
+/** The SLUICE_EVICTABLE_KEYS warnings' messages emitted while `run` runs, and shortly after. */
 async function evictionWarnings(run: () => Promise<void>): Promise<string[]> {
   const seen: string[] = [];
   const listen = (warning: Error) => {
-    if (warning.name === 'SluiceEvictionWarning') seen.push(warning.message);
+    if ((warning as Error & { code?: string }).code === 'SLUICE_EVICTABLE_KEYS') seen.push(warning.message);
   };
   process.on('warning', listen);
   try {

@@ -288,7 +288,7 @@ describe('unknown options', () => {
       ['onRecover', 'onRecovery'],
     ] as const) {
       rejectsUnknown(
-        () => observe(limiter, { [old]: () => undefined } as never),
+        () => observe(limiter, { [old]: () => undefined }),
         old,
         `use the limiter's "${now}": store failures and recoveries are the limiter's to report: createLimiter({ ..., onOutage, onRecovery }); observe() counts them in sluice.store.errors`,
       );

@@ -156,15 +156,17 @@ function serveSection(report: BenchReport): string {
   return `One \`sluice serve\` process (the built command) on the bench's Redis, ${SERVE_IN_FLIGHT} calls in flight over 1,000 keys, each a
 counted decision, beside \`limit()\` in the bench's own process on the same Redis (median of the runs; \`npm run bench:serve\` runs this part alone).
 The service is asked by ${serve.loadProcesses} load processes of the bench's (\`bench/serve-load.ts\`), which share the calls in flight, each
-with its own gRPC connection (a lean client over node:http2: @grpc/grpc-js's client spends several times the service's CPU
-per call) and its own keep-alive HTTP agent.
+with its own gRPC connection and keep-alive HTTP connections. Their clients are written over node:net and send requests
+prepared once, as h2load or wrk do: @grpc/grpc-js's client spends several times the service's CPU per call, and
+node:http2's and node:http's about as much as the service.
 
 - **CPU µs**: CPU time per decision, in microseconds, of the processes asking (the bench's own for the library, which
   decides in it; the load processes for the service), of the service, and of Redis.
-- The bench, the load processes, the service and Redis share this machine's CPUs (${report.environment.cpus}). What the load processes
-  spend is CPU the service cannot have: where the CPUs are the limit, the service's decisions/s are about the CPUs over
-  the sum of the three CPU columns, and the library's over its two. On more cores, with the callers elsewhere (as
-  Envoy is), the service's decisions/s are bounded by its own column alone (one Node process uses about one core).
+- The bench, the load processes, the service and Redis share this machine's CPUs (${report.environment.cpus}), with whatever else
+  runs on it. One Node process uses about one core at most, so the service's decisions/s are at most 1,000,000 over its
+  own CPU µs, and at most the CPUs times 1,000,000 over the sum of the three columns: what the load processes spend is
+  CPU the service cannot have. The library is bounded alike by its callers column (its own process) and by the sum of
+  its two. On a larger machine, with the callers elsewhere (as Envoy is), only the service's own column bounds it.
 
 ${rows}`;
 }

@@ -72,6 +72,8 @@ interface Load {
   stop(): void;
 }
 
+const LATE_MS = 30_000;
+
 /** `count` load-generating processes, each ready for orders. */
 function startLoads(count: number): Promise<Load[]> {
   const script = new URL('./serve-load.ts', import.meta.url);
@@ -82,9 +84,16 @@ function startLoads(count: number): Promise<Load[]> {
       return {
         order: (order) =>
           new Promise((resolve, reject) => {
-            child.once('message', (reply: LoadReply) =>
-              reply.error === undefined ? resolve(reply) : reject(new Error(`load process: ${reply.error}`)),
+            // A call the service never answers would hold the run for ever: fail the bench instead.
+            const late = setTimeout(
+              () => reject(new Error(`load process: no answer ${LATE_MS} ms after its run should have ended`)),
+              order.durationMs + LATE_MS,
             );
+            child.once('message', (reply: LoadReply) => {
+              clearTimeout(late);
+              if (reply.error === undefined) resolve(reply);
+              else reject(new Error(`load process: ${reply.error}`));
+            });
             child.send(order);
           }),
         stop: () => child.disconnect(),

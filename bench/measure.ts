@@ -25,16 +25,19 @@ function percentile(sorted: Float64Array, fraction: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * fraction))] ?? 0;
 }
 
+/** One closed-loop run as it was: how many decisions, over how long, and each one's latency. */
+export interface Run {
+  readonly done: number;
+  readonly elapsedMs: number;
+  /** The latencies in milliseconds, the last LATENCY_SLOTS of them if there were more. */
+  readonly latencies: Float64Array;
+}
+
 /**
  * Closed loop: `inFlight` workers each await one decision, then start the next, until `durationMs`
  * has passed. Keys are taken in turn from `keys`, so every key sees the same load.
  */
-export async function measure(
-  decide: Decide,
-  keys: readonly string[],
-  inFlight: number,
-  durationMs: number,
-): Promise<Sample> {
+export async function run(decide: Decide, keys: readonly string[], inFlight: number, durationMs: number): Promise<Run> {
   let next = 0;
   let done = 0;
   const start = performance.now();
@@ -49,13 +52,36 @@ export async function measure(
     }
   }
   await Promise.all(Array.from({ length: inFlight }, worker));
-  const elapsedMs = performance.now() - start;
-  const sorted = latencies.slice(0, Math.min(done, LATENCY_SLOTS)).sort();
+  return { done, elapsedMs: performance.now() - start, latencies: latencies.slice(0, Math.min(done, LATENCY_SLOTS)) };
+}
+
+/**
+ * Runs that went on at the same time (from several processes) as one sample: their decisions/s
+ * add up, and the percentiles are those of all their latencies together.
+ */
+export function combine(runs: readonly Run[]): Sample {
+  const all = new Float64Array(runs.reduce((sum, r) => sum + r.latencies.length, 0));
+  let at = 0;
+  for (const r of runs) {
+    all.set(r.latencies, at);
+    at += r.latencies.length;
+  }
+  all.sort();
   return {
-    decisionsPerSecond: (done * 1000) / elapsedMs,
-    p50Ms: percentile(sorted, 0.5),
-    p99Ms: percentile(sorted, 0.99),
+    decisionsPerSecond: runs.reduce((sum, r) => sum + (r.done * 1000) / r.elapsedMs, 0),
+    p50Ms: percentile(all, 0.5),
+    p99Ms: percentile(all, 0.99),
   };
+}
+
+/** run() in this process alone, as a sample. */
+export async function measure(
+  decide: Decide,
+  keys: readonly string[],
+  inFlight: number,
+  durationMs: number,
+): Promise<Sample> {
+  return combine([await run(decide, keys, inFlight, durationMs)]);
 }
 
 /**

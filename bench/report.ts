@@ -1,8 +1,8 @@
 import { FRAMEWORKS, HTTP_POLICY, limiterName } from './http-contenders.js';
 import { ceilingRatio, findServer, pairRatio, type HttpReport } from './http.js';
-import { median, spreadPercent, type Sample } from './measure.js';
+import { median, spreadPercent } from './measure.js';
 import type { BenchReport, Scenario } from './run.js';
-import { SERVE_IN_FLIGHT } from './serve.js';
+import { SERVE_IN_FLIGHT, type ServeSample } from './serve.js';
 
 const COLOURS: Record<string, string> = {
   sluice: '#2b6cb0',
@@ -134,23 +134,39 @@ ${tables.join('\n\n')}
 /** One `sluice serve` process against the library in the bench's process, on the same Redis. */
 function serveSection(report: BenchReport): string {
   const { serve } = report;
-  const row = (name: string, sample: Sample): string[] => [
+  const micros = (value: number) => (Number.isNaN(value) ? 'n/a' : value.toFixed(0));
+  const row = (name: string, sample: ServeSample, service: boolean): string[] => [
     name,
     whole(sample.decisionsPerSecond),
     `${sample.p50Ms.toFixed(2)} ms`,
     `${sample.p99Ms.toFixed(2)} ms`,
     `${(sample.decisionsPerSecond / serve.inProcess.decisionsPerSecond).toFixed(2)}x`,
+    micros(sample.cpuMicros.callers),
+    service ? micros(sample.cpuMicros.service) : '',
+    micros(sample.cpuMicros.redis),
   ];
   const rows = table(
-    ['path', 'decisions/s', 'p50', 'p99', 'of in-process'],
+    ['path', 'decisions/s', 'p50', 'p99', 'of in-process', 'CPU µs: callers', 'service', 'Redis'],
     [
-      row('library, in process', serve.inProcess),
-      row('sluice serve, gRPC', serve.grpc),
-      row('sluice serve, POST /json', serve.json),
+      row('library, in process', serve.inProcess, false),
+      row('sluice serve, gRPC', serve.grpc, true),
+      row('sluice serve, POST /json', serve.json, true),
     ],
   );
   return `One \`sluice serve\` process (the built command) on the bench's Redis, ${SERVE_IN_FLIGHT} calls in flight over 1,000 keys, each a
-counted decision, beside \`limit()\` in the bench's own process on the same Redis (median of the runs; \`npm run bench:serve\` runs this part alone):
+counted decision, beside \`limit()\` in the bench's own process on the same Redis (median of the runs; \`npm run bench:serve\` runs this part alone).
+The service is asked by ${serve.loadProcesses} load processes of the bench's (\`bench/serve-load.ts\`), which share the calls in flight, each
+with its own gRPC connection and keep-alive HTTP connections. Their clients are written over node:net and send requests
+prepared once, as h2load or wrk do: @grpc/grpc-js's client spends several times the service's CPU per call, and
+node:http2's and node:http's about as much as the service.
+
+- **CPU µs**: CPU time per decision, in microseconds, of the processes asking (the bench's own for the library, which
+  decides in it; the load processes for the service), of the service, and of Redis.
+- The bench, the load processes, the service and Redis share this machine's CPUs (${report.environment.cpus}), with whatever else
+  runs on it. One Node process uses about one core at most, so the service's decisions/s are at most 1,000,000 over its
+  own CPU µs, and at most the CPUs times 1,000,000 over the sum of the three columns: what the load processes spend is
+  CPU the service cannot have. The library is bounded alike by its callers column (its own process) and by the sum of
+  its two. On a larger machine, with the callers elsewhere (as Envoy is), only the service's own column bounds it.
 
 ${rows}`;
 }

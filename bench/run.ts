@@ -18,7 +18,7 @@ import { httpTargets, runHttpBenchmarks, type HttpReport } from './http.js';
 import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
 import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
-import { SERVE_IN_FLIGHT, benchServe, type ServeBench } from './serve.js';
+import { SERVE_IN_FLIGHT, SERVE_LOAD_PROCESSES, benchServe, type ServeBench } from './serve.js';
 
 export interface BenchOptions {
   /**
@@ -226,7 +226,14 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     const flood = await deniedFlood(redis, quick ? 2_000 : 20_000);
 
     progress(`sluice serve: gRPC and /json at ${SERVE_IN_FLIGHT} in flight, and the library in process`);
-    const serve = await benchServe({ inFlight: SERVE_IN_FLIGHT, keys: 1000, durationMs: runMs, runs, redisUrl: url });
+    const serve = await benchServe({
+      inFlight: SERVE_IN_FLIGHT,
+      keys: 1000,
+      durationMs: runMs,
+      runs,
+      loadProcesses: SERVE_LOAD_PROCESSES,
+      redisUrl: url,
+    });
     // Last, and on a redis-server of its own: it runs FLUSHALL between servers.
     const http = await runHttpBenchmarks({ quick, rounds: runs, onProgress: progress });
 

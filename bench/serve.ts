@@ -1,35 +1,118 @@
-import { spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/cli/redis-server.js';
 import { createLimiter, fixedWindow, redisStore } from '../dist/esm/index.js';
-import { rateLimitService } from '../dist/esm/serve/grpc.js';
-import { keysFor, measure, median, type Decide, type Sample } from './measure.js';
+import { combine, keysFor, median, run, type Decide, type Run, type Sample } from './measure.js';
+import type { LoadOrder, LoadReply } from './serve-load.js';
 
 /**
  * One `sluice serve` process (the built command) on a private Redis, asked through gRPC and through
  * POST /json with `inFlight` calls at a time, beside the library in this process on the same Redis.
- * Every key stays under its limit, so each call is a full decision that counts.
+ * The calls to the service come from `loadProcesses` processes of their own (bench/serve-load.ts),
+ * each with its own connections, which share the calls in flight: one client in this process could
+ * not send them as fast as the service answers. Every key stays under its limit, so each call is a
+ * full decision that counts.
  */
 export interface ServeBench {
-  readonly inProcess: Sample;
-  readonly grpc: Sample;
-  readonly json: Sample;
+  readonly inProcess: ServeSample;
+  readonly grpc: ServeSample;
+  readonly json: ServeSample;
+  readonly loadProcesses: number;
+}
+
+export interface ServeSample extends Sample {
+  /**
+   * CPU time per decision, in microseconds, of: the processes asking (this one for the library,
+   * which decides in it; the load processes for the service), the service, and Redis. NaN where
+   * it could not be read (a service's CPU is read from /proc, on Linux only).
+   */
+  readonly cpuMicros: { readonly callers: number; readonly service: number; readonly redis: number };
 }
 
 /** Calls in flight at once, as the issue's target states it. */
 export const SERVE_IN_FLIGHT = 64;
+/** Load-generating processes asking the service. */
+export const SERVE_LOAD_PROCESSES = 2;
 const LIMIT = 1_000_000_000;
 const CONFIG = `domain: bench\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${LIMIT} }\n`;
 
-function best(samples: readonly Sample[]): Sample {
+/** The `i`-th of `parts` near-equal shares of `total`. */
+function share(total: number, parts: number, i: number): number {
+  return Math.floor(total / parts) + (i < total % parts ? 1 : 0);
+}
+
+// Linux counts a process's CPU time in clock ticks of 1/100 s (USER_HZ).
+const TICKS_PER_SECOND = 100;
+
+/** The CPU time a process has used so far, in microseconds, from /proc; NaN elsewhere. */
+async function processCpuMicros(pid: number | undefined): Promise<number> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // After the command's name (in parentheses, and it may hold spaces): utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
+  } catch {
+    return NaN;
+  }
+}
+
+/** The CPU time Redis has used so far, in microseconds, from INFO. */
+async function redisCpuMicros(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1e6;
+}
+
+interface Load {
+  order(order: LoadOrder): Promise<LoadReply>;
+  stop(): void;
+}
+
+const LATE_MS = 30_000;
+
+/** `count` load-generating processes, each ready for orders. */
+function startLoads(count: number): Promise<Load[]> {
+  const script = new URL('./serve-load.ts', import.meta.url);
+  return Promise.all(
+    Array.from({ length: count }, async (): Promise<Load> => {
+      const child = fork(script, [], { execArgv: ['--import', 'tsx'], serialization: 'advanced' });
+      await once(child, 'spawn');
+      return {
+        order: (order) =>
+          new Promise((resolve, reject) => {
+            // A call the service never answers would hold the run for ever: fail the bench instead.
+            const late = setTimeout(
+              () => reject(new Error(`load process: no answer ${LATE_MS} ms after its run should have ended`)),
+              order.durationMs + LATE_MS,
+            );
+            child.once('message', (reply: LoadReply) => {
+              clearTimeout(late);
+              if (reply.error === undefined) resolve(reply);
+              else reject(new Error(`load process: ${reply.error}`));
+            });
+            child.send(order);
+          }),
+        stop: () => child.disconnect(),
+      };
+    }),
+  );
+}
+
+function best(samples: readonly ServeSample[]): ServeSample {
+  const middle = (pick: (s: ServeSample) => number) => median(samples.map(pick));
   return {
-    decisionsPerSecond: median(samples.map((s) => s.decisionsPerSecond)),
-    p50Ms: median(samples.map((s) => s.p50Ms)),
-    p99Ms: median(samples.map((s) => s.p99Ms)),
+    decisionsPerSecond: middle((s) => s.decisionsPerSecond),
+    p50Ms: middle((s) => s.p50Ms),
+    p99Ms: middle((s) => s.p99Ms),
+    cpuMicros: {
+      callers: middle((s) => s.cpuMicros.callers),
+      service: middle((s) => s.cpuMicros.service),
+      redis: middle((s) => s.cpuMicros.redis),
+    },
   };
 }
 
@@ -39,13 +122,14 @@ export async function benchServe(options: {
   keys: number;
   durationMs: number;
   runs: number;
+  loadProcesses: number;
   redisUrl?: string;
 }): Promise<ServeBench> {
   const own = options.redisUrl === undefined ? await startRedisServer() : undefined;
   const url = options.redisUrl ?? (own as { url: string }).url;
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-serve-'));
   await writeFile(join(dir, 'bench.yaml'), CONFIG);
-  const child = spawn(
+  const service = spawn(
     process.execPath,
     [
       'dist/esm/cli/main.js',
@@ -68,56 +152,89 @@ export async function benchServe(options: {
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const redis = new Redis(url);
+  const loads = await startLoads(options.loadProcesses);
   try {
     const ports = await new Promise<{ grpc: number; http: number }>((resolve, reject) => {
       let text = '';
-      child.stderr.on('data', (chunk: Buffer) => {
+      service.stderr.on('data', (chunk: Buffer) => {
         text += chunk.toString();
         const bound = /gRPC on 127\.0\.0\.1:(\d+), HTTP on 127\.0\.0\.1:(\d+)/.exec(text);
         if (bound) resolve({ grpc: Number(bound[1]), http: Number(bound[2]) });
       });
-      child.once('exit', (code) => reject(new Error(`sluice serve exited with ${code}: ${text}`)));
+      service.once('exit', (code) => reject(new Error(`sluice serve exited with ${code}: ${text}`)));
     });
-    const grpcJs = await import('@grpc/grpc-js');
-    const Client = rateLimitService();
-    const client = new Client(`127.0.0.1:${ports.grpc}`, grpcJs.credentials.createInsecure()) as unknown as {
-      ShouldRateLimit(request: object, callback: (error: Error | null) => void): void;
-      close(): void;
-    };
-    const body = (key: string) => ({ domain: 'bench', descriptors: [{ entries: [{ key: 'k', value: key }] }] });
-    const viaGrpc: Decide = (key) =>
-      new Promise<void>((resolve, reject) =>
-        client.ShouldRateLimit(body(key), (error) => (error ? reject(error) : resolve())),
-      );
-    const viaJson: Decide = async (key) => {
-      const res = await fetch(`http://127.0.0.1:${ports.http}/json`, {
-        method: 'POST',
-        body: JSON.stringify(body(key)),
-      });
-      if (res.status !== 200) throw new Error(`POST /json answered ${res.status}`);
-      await res.arrayBuffer();
-    };
     const limiter = createLimiter({
       store: redisStore(redis),
       policy: fixedWindow({ limit: LIMIT, window: '1h' }),
       prefix: 'bench-inprocess',
     });
-    const inProcess: Decide = (key) => limiter.limit(key);
     const keys = keysFor(options.keys);
-    const samples: Record<keyof ServeBench, Sample[]> = { inProcess: [], grpc: [], json: [] };
-    // A short warm-up of each path (connections, script cache, JIT), then alternating timed runs.
-    for (const decide of [inProcess, viaGrpc, viaJson])
-      await measure(decide, keys, options.inFlight, Math.min(500, options.durationMs));
-    for (let run = 0; run < options.runs; run++) {
-      samples.inProcess.push(await measure(inProcess, keys, options.inFlight, options.durationMs));
-      samples.grpc.push(await measure(viaGrpc, keys, options.inFlight, options.durationMs));
-      samples.json.push(await measure(viaJson, keys, options.inFlight, options.durationMs));
+
+    /** Runs `calls` (which answers with its runs and their callers' CPU time) and reads everyone's CPU around it. */
+    async function sample(calls: () => Promise<{ runs: Run[]; callersMicros: number }>): Promise<ServeSample> {
+      const before = { service: await processCpuMicros(service.pid), redis: await redisCpuMicros(redis) };
+      const { runs, callersMicros } = await calls();
+      const after = { service: await processCpuMicros(service.pid), redis: await redisCpuMicros(redis) };
+      const decisions = runs.reduce((sum, r) => sum + r.done, 0);
+      return {
+        ...combine(runs),
+        cpuMicros: {
+          callers: callersMicros / decisions,
+          service: (after.service - before.service) / decisions,
+          redis: (after.redis - before.redis) / decisions,
+        },
+      };
     }
-    client.close();
-    return { inProcess: best(samples.inProcess), grpc: best(samples.grpc), json: best(samples.json) };
+    const inProcess = (durationMs: number) =>
+      sample(async () => {
+        const before = process.cpuUsage();
+        const decide: Decide = (key) => limiter.limit(key);
+        const runs = [await run(decide, keys, options.inFlight, durationMs)];
+        const used = process.cpuUsage(before);
+        return { runs, callersMicros: used.user + used.system };
+      });
+    const through = (transport: LoadOrder['transport'], durationMs: number) =>
+      sample(async () => {
+        const replies = await Promise.all(
+          loads.map((load, i) =>
+            load.order({
+              transport,
+              grpcPort: ports.grpc,
+              httpPort: ports.http,
+              // Each process takes every n-th key, so that all the keys see the same load.
+              keys: keys.filter((_, k) => k % loads.length === i),
+              inFlight: share(options.inFlight, loads.length, i),
+              durationMs,
+            }),
+          ),
+        );
+        return {
+          runs: replies.map((reply) => reply.run as Run),
+          callersMicros: replies.reduce((sum, reply) => sum + (reply.cpuMicros ?? NaN), 0),
+        };
+      });
+
+    const samples: Record<'inProcess' | 'grpc' | 'json', ServeSample[]> = { inProcess: [], grpc: [], json: [] };
+    // A short warm-up of each path (connections, script cache, JIT), then alternating timed runs.
+    const warmUpMs = Math.min(500, options.durationMs);
+    await inProcess(warmUpMs);
+    await through('grpc', warmUpMs);
+    await through('json', warmUpMs);
+    for (let i = 0; i < options.runs; i++) {
+      samples.inProcess.push(await inProcess(options.durationMs));
+      samples.grpc.push(await through('grpc', options.durationMs));
+      samples.json.push(await through('json', options.durationMs));
+    }
+    return {
+      inProcess: best(samples.inProcess),
+      grpc: best(samples.grpc),
+      json: best(samples.json),
+      loadProcesses: loads.length,
+    };
   } finally {
-    child.kill('SIGTERM');
-    if (child.exitCode === null) await once(child, 'exit');
+    for (const load of loads) load.stop();
+    service.kill('SIGTERM');
+    if (service.exitCode === null) await once(service, 'exit');
     redis.disconnect();
     await own?.stop();
     await rm(dir, { recursive: true, force: true });
@@ -125,15 +242,25 @@ export async function benchServe(options: {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  const flag = (name: string): number | undefined => {
+    const at = process.argv.indexOf(name);
+    return at < 0 ? undefined : Number(process.argv[at + 1]);
+  };
   const quick = process.argv.includes('--quick');
   const result = await benchServe({
     inFlight: SERVE_IN_FLIGHT,
     keys: 1000,
-    durationMs: quick ? 300 : 3000,
-    runs: quick ? 1 : 5,
+    durationMs: (flag('--seconds') ?? (quick ? 0.3 : 3)) * 1000,
+    runs: flag('--runs') ?? (quick ? 1 : 5),
+    loadProcesses: flag('--load-processes') ?? SERVE_LOAD_PROCESSES,
   });
-  const line = (name: string, s: Sample) =>
-    `${name.padEnd(22)} ${Math.round(s.decisionsPerSecond).toString().padStart(8)}/s  p50 ${s.p50Ms.toFixed(2)} ms  p99 ${s.p99Ms.toFixed(2)} ms  ${((100 * s.decisionsPerSecond) / result.inProcess.decisionsPerSecond).toFixed(0)}% of in-process`;
+  const micros = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(0).padStart(4));
+  const line = (name: string, s: ServeSample) =>
+    `${name.padEnd(20)} ${Math.round(s.decisionsPerSecond).toString().padStart(7)}/s ` +
+    `${((100 * s.decisionsPerSecond) / result.inProcess.decisionsPerSecond).toFixed(0).padStart(3)}% of in-process  ` +
+    `p50 ${s.p50Ms.toFixed(2).padStart(6)} ms  p99 ${s.p99Ms.toFixed(2).padStart(6)} ms  ` +
+    `CPU µs/decision: callers ${micros(s.cpuMicros.callers)}, service ${micros(s.cpuMicros.service)}, Redis ${micros(s.cpuMicros.redis)}`;
+  console.log(`${SERVE_IN_FLIGHT} in flight; the service asked by ${result.loadProcesses} load processes`);
   console.log(line('in-process library', result.inProcess));
   console.log(line('sluice serve, gRPC', result.grpc));
   console.log(line('sluice serve, /json', result.json));

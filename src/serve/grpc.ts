@@ -1,8 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
-import type { UnitName } from './config.js';
-import { BadRequestError, type RateLimitRequest, type RateLimitResponse } from './service.js';
+import type { ReportedLimit, UnitName } from './config.js';
+import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './service.js';
 
 /** The .proto sluice serve speaks; it ships beside this module. */
 const PROTO_PATH = fileURLToPath(new URL('./proto/ratelimit.proto', import.meta.url));
@@ -32,37 +32,50 @@ interface WireRequest {
   hitsAddend?: number;
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+// Objects are built field by field: each conditional spread would allocate and copy one more, per call.
+
 /** A decoded request as the service takes it: proto3's absent fields are their defaults. */
 function fromWire(wire: WireRequest): RateLimitRequest {
   return {
     domain: wire.domain ?? '',
     hitsAddend: wire.hitsAddend ?? 0,
-    descriptors: (wire.descriptors ?? []).map((d) => ({
-      entries: (d.entries ?? []).map((e) => ({ key: e.key ?? '', value: e.value ?? '' })),
-      ...(d.limit
-        ? { limit: { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: (d.limit.unit ?? 'UNKNOWN') as UnitName } }
-        : {}),
-      ...(d.hitsAddend ? { hitsAddend: d.hitsAddend.value ?? 0 } : {}),
-    })),
+    descriptors: (wire.descriptors ?? []).map((d) => {
+      const descriptor: Mutable<RequestDescriptor> = {
+        entries: (d.entries ?? []).map((e) => ({ key: e.key ?? '', value: e.value ?? '' })),
+      };
+      if (d.limit)
+        descriptor.limit = {
+          requestsPerUnit: d.limit.requestsPerUnit ?? 0,
+          unit: (d.limit.unit ?? 'UNKNOWN') as UnitName,
+        };
+      if (d.hitsAddend) descriptor.hitsAddend = d.hitsAddend.value ?? 0;
+      return descriptor;
+    }),
   };
+}
+
+interface WireStatus {
+  code: string;
+  currentLimit?: ReportedLimit;
+  limitRemaining: number;
+  durationUntilReset?: { seconds: number; nanos: number };
 }
 
 function toWire(response: RateLimitResponse) {
   return {
     overallCode: response.overallCode,
-    statuses: response.statuses.map((s) => ({
-      code: s.code,
-      ...(s.currentLimit ? { currentLimit: s.currentLimit } : {}),
-      limitRemaining: s.limitRemaining,
-      ...(s.durationUntilResetMs === undefined
-        ? {}
-        : {
-            durationUntilReset: {
-              seconds: Math.floor(s.durationUntilResetMs / 1000),
-              nanos: (s.durationUntilResetMs % 1000) * 1_000_000,
-            },
-          }),
-    })),
+    statuses: response.statuses.map((s) => {
+      const status: WireStatus = { code: s.code, limitRemaining: s.limitRemaining };
+      if (s.currentLimit) status.currentLimit = s.currentLimit;
+      if (s.durationUntilResetMs !== undefined)
+        status.durationUntilReset = {
+          seconds: Math.floor(s.durationUntilResetMs / 1000),
+          nanos: (s.durationUntilResetMs % 1000) * 1_000_000,
+        };
+      return status;
+    }),
     responseHeadersToAdd: response.responseHeadersToAdd,
   };
 }
@@ -73,7 +86,8 @@ export async function startGrpc(
   host: string,
   port: number,
 ): Promise<{ server: grpc.Server; port: number }> {
-  const server = new grpc.Server();
+  // Channelz (gRPC's introspection service, which sluice does not serve) would time every call.
+  const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
   const service = rateLimitService() as unknown as ServiceConstructor;
   server.addService(service.service, {
     ShouldRateLimit(call: grpc.ServerUnaryCall<WireRequest, unknown>, callback: grpc.sendUnaryData<unknown>) {

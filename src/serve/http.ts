@@ -107,11 +107,10 @@ export function responseToJson(response: RateLimitResponse): Json {
     const status: Json = { code: s.code };
     if (s.currentLimit) {
       const { requestsPerUnit, unit: limitUnit, name } = s.currentLimit;
-      status.currentLimit = {
-        requestsPerUnit,
-        ...(limitUnit === 'UNKNOWN' ? {} : { unit: limitUnit }),
-        ...(name ? { name } : {}),
-      };
+      const currentLimit: Json = { requestsPerUnit };
+      if (limitUnit !== 'UNKNOWN') currentLimit.unit = limitUnit;
+      if (name) currentLimit.name = name;
+      status.currentLimit = currentLimit;
     }
     if (s.limitRemaining !== 0) status.limitRemaining = s.limitRemaining;
     if (s.durationUntilResetMs !== undefined) status.durationUntilReset = durationJson(s.durationUntilResetMs);

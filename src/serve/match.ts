@@ -24,7 +24,6 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
   let levels = domain.root;
   let node: RuleNode | undefined;
   const keyParts: string[] = [domain.name];
-  const detailed: string[] = [];
   for (const { key, value } of entries) {
     const level = levels.get(key);
     node =
@@ -32,9 +31,12 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
       (level.exact.get(value) ?? level.wildcards.find((w) => value.startsWith(w.wildcard as string)) ?? level.any);
     if (node === undefined) return undefined;
     keyParts.push(key, node.shareThreshold ? (node.value as string) : value);
-    detailed.push(`${key}_${value}`);
     levels = node.children;
   }
   if (node === undefined) return undefined;
-  return { node, key: JSON.stringify(keyParts), metricRule: node.detailedMetric ? detailed.join('.') : node.path };
+  return {
+    node,
+    key: JSON.stringify(keyParts),
+    metricRule: node.detailedMetric ? entries.map(({ key, value }) => `${key}_${value}`).join('.') : node.path,
+  };
 }

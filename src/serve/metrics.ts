@@ -100,8 +100,11 @@ export class Metrics {
             recorded.sum += value;
             recorded.count++;
             // Counted in the first bucket that holds it; render() sums them into Prometheus's cumulative ones.
-            const bucket = family.bounds.findIndex((bound) => value <= bound);
-            if (bucket >= 0 && recorded.buckets) recorded.buckets[bucket] = (recorded.buckets[bucket] ?? 0) + 1;
+            const { bounds } = family;
+            let bucket = 0;
+            while (bucket < bounds.length && value > (bounds[bucket] as number)) bucket++;
+            if (bucket < bounds.length && recorded.buckets)
+              recorded.buckets[bucket] = (recorded.buckets[bucket] ?? 0) + 1;
           },
         };
       },

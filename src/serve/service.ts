@@ -16,7 +16,7 @@ import {
   type ServeConfig,
   type UnitName,
 } from './config.js';
-import { matchDescriptor, type Entry } from './match.js';
+import { matchDescriptor, type Entry, type Match } from './match.js';
 import type { Metrics } from './metrics.js';
 
 /** A ShouldRateLimit request, as both transports decode it (proto3 names in camelCase). */
@@ -79,26 +79,41 @@ export interface LimiterSettings {
 // Overrides come from the request; their policies are kept for reuse, up to this many kinds.
 const MOST_OVERRIDES = 1024;
 
+/** A rule's limiter, and what its answers need, built once per configuration. */
+interface Rule {
+  readonly limiter: Limiter;
+  /** current_limit for each of the limiter's policies, in its order. */
+  readonly reported: readonly ReportedLimit[];
+  /** The largest cost all of its policies could ever admit. */
+  readonly maxCost: number;
+}
+
 /** One descriptor's part in a request, once matched. */
 type Plan =
   | { readonly kind: 'free'; readonly limitRemaining: number }
   | {
       readonly kind: 'limit';
-      readonly limiter: Limiter;
+      readonly rule: Rule;
       readonly key: string;
       readonly cost: number;
+      /** An override's policy, passed with the call; absent for a rule's own. */
       readonly policy?: Policy;
-      /** current_limit for each of the limiter's policies, in its order. */
-      readonly reported: readonly ReportedLimit[];
       readonly metricRule: string;
     };
+
+/** A matched descriptor of a request, before `replaces` is applied. */
+interface Matched {
+  readonly descriptor: RequestDescriptor;
+  readonly cost: number;
+  readonly match: Match | undefined;
+}
 
 /** envoyproxy/ratelimit's limit_remaining for an `unlimited` rule. */
 const UNLIMITED_REMAINING = 0xffff_ffff;
 
 /** A configuration's limiters, ready to decide: one per rule, one per domain for overrides. */
 export class Rules {
-  private readonly limiters = new Map<RuleNode, Limiter>();
+  private readonly rules = new Map<RuleNode, Rule>();
   private readonly overrideLimiters = new Map<string, Limiter>();
   private readonly overridePolicies = new Map<string, Policy>();
 
@@ -109,16 +124,14 @@ export class Rules {
   ) {
     for (const domain of config.domains.values()) {
       for (const node of nodesOf(domain.root)) {
-        if (node.limits.length > 0)
-          this.limiters.set(
-            node,
-            this.limiter(
-              domain.name,
-              node.path,
-              node.limits.map((l) => l.policy),
-              node.shadowMode,
-            ),
-          );
+        if (node.limits.length > 0) {
+          const policies = node.limits.map((l) => l.policy);
+          this.rules.set(node, {
+            limiter: this.limiter(domain.name, node.path, policies, node.shadowMode),
+            reported: node.limits.map((l) => l.reported),
+            maxCost: Math.min(...policies.map((p) => p.maxCost)),
+          });
+        }
       }
       // A placeholder policy: an override's call always passes its own.
       this.overrideLimiters.set(
@@ -168,75 +181,67 @@ export class Rules {
     if (request.domain === '') throw new BadRequestError('domain', 'must not be empty');
     if (request.descriptors.length === 0) throw new BadRequestError('descriptors', 'must hold at least one descriptor');
     const domain = this.config.domains.get(request.domain);
-    const replaced = new Set<string>();
-    const matched = request.descriptors.map((descriptor, i) => {
-      const field = `descriptors[${i}]`;
-      const hits = descriptor.hitsAddend || request.hitsAddend || 1;
-      if (!Number.isSafeInteger(hits) || hits < 1)
-        throw new BadRequestError(`${field}.hits_addend`, `must be a whole number; got ${hits}`);
+    const matched = request.descriptors.map((descriptor, i): Matched => {
+      const cost = descriptor.hitsAddend || request.hitsAddend || 1;
+      if (!Number.isSafeInteger(cost) || cost < 1)
+        throw new BadRequestError(`descriptors[${i}].hits_addend`, `must be a whole number; got ${cost}`);
       if (descriptor.entries.length === 0)
-        throw new BadRequestError(`${field}.entries`, 'must hold at least one entry');
+        throw new BadRequestError(`descriptors[${i}].entries`, 'must hold at least one entry');
       return {
         descriptor,
-        field,
-        hits,
+        cost,
         match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined,
       };
     });
+    // The rule names that other matched rules replace; rare, so only made when there are some.
+    let replaced: Set<string> | undefined;
     for (const { match } of matched) {
-      if (match && !match.node.unlimited) match.node.replaces.forEach((name) => replaced.add(name));
+      if (match && !match.node.unlimited && match.node.replaces.length > 0) {
+        replaced ??= new Set();
+        for (const name of match.node.replaces) replaced.add(name);
+      }
     }
-    return matched.map(({ descriptor, field, hits, match }) =>
-      this.planOne(domain, descriptor, field, hits, match, replaced),
-    );
+    return matched.map((m, i) => this.planOne(domain, m, i, replaced));
   }
 
   private planOne(
     domain: Domain | undefined,
-    descriptor: RequestDescriptor,
-    field: string,
-    cost: number,
-    match: ReturnType<typeof matchDescriptor>,
-    replaced: ReadonlySet<string>,
+    { descriptor, cost, match }: Matched,
+    index: number,
+    replaced: ReadonlySet<string> | undefined,
   ): Plan {
     if (domain === undefined) return { kind: 'free', limitRemaining: 0 };
     if (descriptor.limit !== undefined) {
       const { requestsPerUnit, unit } = descriptor.limit;
-      const policy = this.overridePolicy(requestsPerUnit, unit, `${field}.limit`);
+      const policy = this.overridePolicy(requestsPerUnit, unit, `descriptors[${index}].limit`);
       return {
         kind: 'limit',
-        limiter: this.overrideLimiters.get(domain.name) as Limiter,
+        rule: {
+          limiter: this.overrideLimiters.get(domain.name) as Limiter,
+          reported: [{ requestsPerUnit, unit }],
+          maxCost: policy.maxCost,
+        },
         key: JSON.stringify([domain.name, ...descriptor.entries.flatMap((e) => [e.key, e.value])]),
         cost,
         policy,
-        reported: [{ requestsPerUnit, unit }],
         metricRule: 'override',
       };
     }
     if (match === undefined) return { kind: 'free', limitRemaining: 0 };
     const { node } = match;
     if (node.unlimited) return { kind: 'free', limitRemaining: UNLIMITED_REMAINING };
-    const limiter = this.limiters.get(node);
-    if (limiter === undefined || node.names.some((name) => replaced.has(name)))
+    const rule = this.rules.get(node);
+    if (rule === undefined || (replaced !== undefined && node.names.some((name) => replaced.has(name))))
       return { kind: 'free', limitRemaining: 0 };
-    return {
-      kind: 'limit',
-      limiter,
-      key: match.key,
-      cost,
-      reported: node.limits.map((l) => l.reported),
-      metricRule: match.metricRule,
-    };
+    return { kind: 'limit', rule, key: match.key, cost, metricRule: match.metricRule };
   }
 }
+
+const NO_HEADERS: readonly Entry[] = [];
 
 /** Whether a decision counted its request (and so has units to give back). */
 function counted(decision: Decision): boolean {
   return decision.allowed && decision.shadowDenied !== true && decision.reason === undefined;
-}
-
-function maxCostOf(plan: Extract<Plan, { kind: 'limit' }>): number {
-  return Math.min(...(plan.policy ? [plan.policy] : plan.limiter.policies).map((p) => p.maxCost));
 }
 
 /**
@@ -256,8 +261,11 @@ export async function decide(
     plans.map((plan) => {
       if (plan.kind === 'free') return undefined;
       // A cost no policy could ever admit: denied outright, as envoyproxy/ratelimit does.
-      if (plan.cost > maxCostOf(plan)) return 'too-costly' as const;
-      return plan.limiter.limit(plan.key, { cost: plan.cost, ...(plan.policy ? { policy: plan.policy } : {}) });
+      if (plan.cost > plan.rule.maxCost) return 'too-costly' as const;
+      return plan.rule.limiter.limit(
+        plan.key,
+        plan.policy ? { cost: plan.cost, policy: plan.policy } : { cost: plan.cost },
+      );
     }),
   );
   const denied = decisions.some((d) => d === 'too-costly' || (d !== undefined && !d.allowed));
@@ -268,7 +276,7 @@ export async function decide(
         const decision = decisions[i];
         if (plan.kind !== 'limit' || decision === undefined || decision === 'too-costly' || !counted(decision)) return;
         // A refund that fails leaves the units taken: stricter, never looser, than the limit.
-        const gaveBack = await plan.limiter
+        const gaveBack = await plan.rule.limiter
           .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined)
           .catch(() => false);
         if (gaveBack) refunded.add(i);
@@ -283,7 +291,7 @@ export async function decide(
     if (decision === 'too-costly') {
       status = {
         code: 'OVER_LIMIT',
-        currentLimit: plan.reported[0],
+        currentLimit: plan.rule.reported[0],
         limitRemaining: 0,
         durationUntilResetMs: 0,
       };
@@ -292,7 +300,7 @@ export async function decide(
       const remaining = refunded.has(i) ? Math.min(binding.limit, decision.remaining + plan.cost) : decision.remaining;
       status = {
         code: decision.allowed ? 'OK' : 'OVER_LIMIT',
-        currentLimit: plan.reported[decision.policies.indexOf(binding)],
+        currentLimit: plan.rule.reported[decision.policies.indexOf(binding)],
         limitRemaining: remaining,
         durationUntilResetMs: decision.allowed ? decision.resetAfterMs : decision.retryAfterMs,
       };
@@ -305,9 +313,9 @@ export async function decide(
     );
     return status;
   });
-  const made = decisions.filter((d): d is Decision => d !== undefined && d !== 'too-costly');
-  let responseHeadersToAdd: Entry[] = [];
-  if (options.headers && made.length > 0) {
+  let responseHeadersToAdd = NO_HEADERS;
+  const made = options.headers ? decisions.filter((d): d is Decision => d !== undefined && d !== 'too-costly') : [];
+  if (made.length > 0) {
     const policies = made.flatMap((d) => d.policies);
     const binding = bindingPolicy(policies);
     const fields = rateLimitHeaders({ ...binding, allowed: !denied, policies });

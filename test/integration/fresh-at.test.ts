@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
+import { scriptFor, type Op } from '../../src/engine/driver.js';
 import { createLimiter, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
-import { decodeReply } from '../../src/engine/reply.js';
 import { storageKey } from '../../src/core/keys.js';
+import { callScript } from '../support/script-call.js';
 
 const harness = useRedis();
 
@@ -26,21 +25,9 @@ function units(policy: EnginePolicy): { step: number; size: number; perMs: numbe
   return { step, size, perMs };
 }
 
-/** One call of the script, with the time Redis used (the reply's second field). */
-async function run(policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
-  const script = scriptFor([policy.kind]);
-  const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
-  const reply = decodeReply(await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args));
-  return {
-    reply,
-    now: reply.nowMs,
-    /** The policy's part, which a limit or peek replies with (a refund does not). */
-    get part() {
-      const [part] = reply.policies;
-      assert.ok(part, "a limit or peek replies with the policy's part");
-      return part;
-    },
-  };
+/** One call of the policy's script, with the time Redis used. */
+function run(policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
+  return callScript(harness.redis, policy, prefix, op, cost);
 }
 
 /** The key's expiry (ms) and value, as Redis holds them. */

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { callKeys } from '../../src/core/keys.js';
-import { scriptArgs, scriptFor, type Op } from '../../src/engine/driver.js';
+import { scriptFor, type Op } from '../../src/engine/driver.js';
 import type { Script } from '../../src/engine/script.js';
 import { createLimiter, fixedWindow, gcra, redisStore, tokenBucket } from '../../src/index.js';
 import { WITHOUT_PEXPIRETIME, uniquePrefix, useRedis, type Harness } from '../support/redis.js';
 import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
-import { decodeReply } from '../../src/engine/reply.js';
 import { storageKey } from '../../src/core/keys.js';
+import { callScript } from '../support/script-call.js';
 
 // Redis 6.2, as tokenBucket and gcra see it; and a server with PEXPIRETIME, as after an upgrade.
 const older = useRedis({ serverArgs: WITHOUT_PEXPIRETIME });
@@ -21,19 +20,8 @@ const cases: readonly { name: string; policy: EnginePolicy }[] = [
 ];
 
 /** One call of `script` (either form) through a store on `harness`'s server, with the time Redis used. */
-async function run(harness: Harness, script: Script, policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
-  const args = scriptArgs({ op, cost, target: 0, ms: 0, penalty: { strikes: 0, blockMs: 0 }, policies: [policy] });
-  const reply = decodeReply(await redisStore(harness.redis).run(script, callKeys(prefix, 'k', [policy]), args));
-  return {
-    reply,
-    now: reply.nowMs,
-    /** The policy's part, which a limit or peek replies with (a refund does not). */
-    get part() {
-      const [part] = reply.policies;
-      assert.ok(part, "a limit or peek replies with the policy's part");
-      return part;
-    },
-  };
+function run(harness: Harness, script: Script, policy: EnginePolicy, prefix: string, op: Op, cost = 1) {
+  return callScript(harness.redis, policy, prefix, op, cost, script);
 }
 
 for (const { name, policy } of cases) {

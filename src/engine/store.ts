@@ -20,6 +20,11 @@ export interface Store {
    * fails on purpose, say) is asked through that `run`.
    */
   readonly runLocal?: LocalRun;
+  /**
+   * Present on a store whose keys live in slots (a Redis Cluster): the slot of a key. The keys of
+   * one step must share a slot there; a store without it takes any keys in one step.
+   */
+  readonly slotOf?: (key: string) => number;
 }
 
 /** A local store's step: by the client's id and its parts' names (see Store.runLocal). */

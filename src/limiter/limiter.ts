@@ -192,7 +192,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
-function decisionOf(reply: Reply, policies: readonly Policy[]): Decision {
+export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision {
   const perPolicy: PolicyDecision[] = policies.map((policy, i) =>
     policyDecision(
       policy,

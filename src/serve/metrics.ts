@@ -1,3 +1,4 @@
+import type { StoreWatcher } from '../core/types.js';
 import type { MeterLike, MetricAttributes } from '../limiter/observe.js';
 
 interface Series {
@@ -109,6 +110,17 @@ export class Metrics {
         };
       },
     };
+  }
+
+  /** Counts the store failures `source` reports, as observe() counts a limiter's, with `scope` on every series. */
+  countStoreErrors(source: { watchStore(watcher: StoreWatcher): void }, scope: MetricAttributes): void {
+    const errors = this.meter(scope).createCounter('sluice.store.errors', {
+      description: "Store calls that failed or timed out, as the limiter's failure guard reports them",
+    });
+    source.watchStore({
+      onOutage: ({ operation, reason }) =>
+        errors.add(1, { 'sluice.operation': operation, 'sluice.error.reason': reason }),
+    });
   }
 
   /** One descriptor's answer: by domain, rule and code, shadow-mode would-be denials apart. */

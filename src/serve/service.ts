@@ -3,7 +3,8 @@ import { bindingPolicy } from '../core/binding.js';
 import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
 import type { Duration } from '../core/duration.js';
 import { createLimiter } from '../limiter/limiter.js';
-import type { Decision, Limiter, Policy } from '../core/types.js';
+import type { Decision, Limiter, Policy, PolicyDecision } from '../core/types.js';
+import { createJointLimiter, type JointLimiter, type JointPart } from '../limiter/joint.js';
 import { rateLimitHeaders } from '../http/headers.js';
 import { observe } from '../limiter/observe.js';
 import type { Store } from '../engine/store.js';
@@ -86,6 +87,8 @@ interface Rule {
   readonly reported: readonly ReportedLimit[];
   /** The largest cost all of its policies could ever admit. */
   readonly maxCost: number;
+  /** shadow_mode: decided, never denying, so not part of a request's joint step. */
+  readonly shadow: boolean;
 }
 
 /** One descriptor's part in a request, once matched. */
@@ -116,12 +119,23 @@ export class Rules {
   private readonly rules = new Map<RuleNode, Rule>();
   private readonly overrideLimiters = new Map<string, Limiter>();
   private readonly overridePolicies = new Map<string, Policy>();
+  /** Decides a request's descriptors in one step (see verdicts). */
+  readonly joint: JointLimiter;
 
   constructor(
     readonly config: ServeConfig,
     private readonly settings: LimiterSettings,
     private readonly metrics: Metrics,
   ) {
+    const { store, prefix, timeout, onStoreError } = settings;
+    this.joint = createJointLimiter({
+      store,
+      prefix,
+      ...(timeout === undefined ? {} : { timeout }),
+      ...(onStoreError === undefined ? {} : { onStoreError }),
+      onOutage: () => undefined,
+    });
+    metrics.countStoreErrors(this.joint, { 'sluice.rule': 'joint' });
     for (const domain of config.domains.values()) {
       for (const node of nodesOf(domain.root)) {
         if (node.limits.length > 0) {
@@ -130,6 +144,7 @@ export class Rules {
             limiter: this.limiter(domain.name, node.path, policies, node.shadowMode),
             reported: node.limits.map((l) => l.reported),
             maxCost: Math.min(...policies.map((p) => p.maxCost)),
+            shadow: node.shadowMode,
           });
         }
       }
@@ -176,6 +191,14 @@ export class Rules {
     return policy;
   }
 
+  /**
+   * Whether these descriptors' limits can be one joint step: not with a penalty box (its strikes
+   * and blocks are each descriptor's own), nor where the store cannot take their keys in one step.
+   */
+  canDecideTogether(parts: readonly JointPart[]): boolean {
+    return this.settings.penalty === undefined && this.joint.canDecide(parts);
+  }
+
   /** Each descriptor's rule and cost; `replaces` applied. Throws BadRequestError for a malformed request. */
   plan(request: RateLimitRequest): Plan[] {
     if (request.domain === '') throw new BadRequestError('domain', 'must not be empty');
@@ -220,6 +243,7 @@ export class Rules {
           limiter: this.overrideLimiters.get(domain.name) as Limiter,
           reported: [{ requestsPerUnit, unit }],
           maxCost: policy.maxCost,
+          shadow: false,
         },
         key: JSON.stringify([domain.name, ...descriptor.entries.flatMap((e) => [e.key, e.value])]),
         cost,
@@ -239,56 +263,114 @@ export class Rules {
 
 const NO_HEADERS: readonly Entry[] = [];
 
+/** What one limited descriptor's policies answered, however the request was decided. */
+interface Verdict {
+  /** Whether the descriptor is within all of its limits (a shadow_mode rule's always is). */
+  readonly within: boolean;
+  readonly policies: readonly PolicyDecision[];
+  /**
+   * Within its limits, but nothing was taken from it, as another descriptor denied the request:
+   * its policies report what would remain after this request, so what remains is one cost more.
+   */
+  readonly spared: boolean;
+  readonly shadowDenied: boolean;
+}
+
+/** A limited descriptor's plan that a policy could admit. */
+type Limited = Extract<Plan, { kind: 'limit' }>;
+
 /** Whether a decision counted its request (and so has units to give back). */
 function counted(decision: Decision): boolean {
   return decision.allowed && decision.shadowDenied !== true && decision.reason === undefined;
 }
 
+function verdictOf(decision: Decision, spared = false): Verdict {
+  return {
+    within: decision.allowed,
+    policies: decision.policies,
+    spared,
+    shadowDenied: decision.shadowDenied === true,
+  };
+}
+
 /**
- * Decides one request: every limited descriptor is asked at once; if any is over its limit, the
- * request is denied and the units the others took are given back, so a denial counts nothing.
- * (Each descriptor's own limits are one atomic step; across descriptors, whose keys differ, the
- * give-back is a second step: between the two, a concurrent request may see those units taken,
- * so it can be denied a little early, never admitted beyond a limit.)
+ * Decides the descriptors of one request together: admitted only if every one is within its
+ * limits, and then counted in all. A request whose descriptors are all asked in one joint call
+ * (the rules not in shadow_mode; see Rules.joint) is one atomic step: a denial counts nothing. On
+ * a store that cannot (a Redis Cluster whose keys for them are in several slots, or a service with
+ * a penalty box, whose strikes are per descriptor) each is asked alone, and when one is over its
+ * limit the units the others took are given back: a second step, between which a concurrent
+ * request may see those units taken, so it can be denied a little early, never admitted beyond a
+ * limit. Returns each descriptor's verdict ('too-costly' for a cost no policy could ever admit).
  */
-export async function decide(
-  rules: Rules,
-  request: RateLimitRequest,
-  options: { shadow: boolean; headers: boolean; metrics: Metrics },
-): Promise<RateLimitResponse> {
-  const plans = rules.plan(request);
+async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | 'too-costly' | undefined)[]> {
+  const found = new Array<Verdict | 'too-costly' | undefined>(plans.length);
+  const together: number[] = [];
+  const alone: number[] = [];
+  plans.forEach((plan, i) => {
+    if (plan.kind === 'free') return;
+    // A cost no policy could ever admit: denied outright, as envoyproxy/ratelimit does.
+    if (plan.cost > plan.rule.maxCost) found[i] = 'too-costly';
+    else (plan.rule.shadow ? alone : together).push(i);
+  });
+  const tooCostly = found.includes('too-costly');
+  const parts = together.map((i) => {
+    const plan = plans[i] as Limited;
+    return { key: plan.key, policies: plan.policy ? [plan.policy] : plan.rule.limiter.policies, cost: plan.cost };
+  });
+  const joint = (together.length > 1 || (tooCostly && together.length > 0)) && rules.canDecideTogether(parts);
+  const asked = joint ? rules.joint.limit(parts, tooCostly ? 'peek' : 'limit') : undefined;
+  if (!joint) alone.push(...together);
   const decisions = await Promise.all(
-    plans.map((plan) => {
-      if (plan.kind === 'free') return undefined;
-      // A cost no policy could ever admit: denied outright, as envoyproxy/ratelimit does.
-      if (plan.cost > plan.rule.maxCost) return 'too-costly' as const;
+    alone.map((i) => {
+      const plan = plans[i] as Limited;
       return plan.rule.limiter.limit(
         plan.key,
         plan.policy ? { cost: plan.cost, policy: plan.policy } : { cost: plan.cost },
       );
     }),
   );
-  const denied = decisions.some((d) => d === 'too-costly' || (d !== undefined && !d.allowed));
-  const refunded = new Set<number>();
-  if (denied) {
+  alone.forEach((i, n) => (found[i] = verdictOf(decisions[n] as Decision)));
+  if (asked) {
+    const decided = await asked;
+    const taken = decided.allowed && !tooCostly && decided.reason === undefined;
+    together.forEach((i, n) => {
+      const policies = decided.parts[n] as readonly PolicyDecision[];
+      const within = policies.every((p) => p.allowed);
+      found[i] = { within, policies, spared: within && !taken, shadowDenied: false };
+    });
+  } else if (tooCostly || found.some((v) => v !== undefined && v !== 'too-costly' && !v.within)) {
     await Promise.all(
-      plans.map(async (plan, i) => {
-        const decision = decisions[i];
-        if (plan.kind !== 'limit' || decision === undefined || decision === 'too-costly' || !counted(decision)) return;
+      alone.map(async (i, n) => {
+        const plan = plans[i] as Limited;
+        const decision = decisions[n] as Decision;
+        if (!counted(decision)) return;
         // A refund that fails leaves the units taken: stricter, never looser, than the limit.
         const gaveBack = await plan.rule.limiter
           .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined)
           .catch(() => false);
-        if (gaveBack) refunded.add(i);
+        if (gaveBack) found[i] = verdictOf(decision, true);
       }),
     );
   }
+  return found;
+}
+
+/** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */
+export async function decide(
+  rules: Rules,
+  request: RateLimitRequest,
+  options: { shadow: boolean; headers: boolean; metrics: Metrics },
+): Promise<RateLimitResponse> {
+  const plans = rules.plan(request);
+  const found = await verdicts(rules, plans);
+  const denied = found.some((v) => v === 'too-costly' || (v !== undefined && !v.within));
   const statuses = plans.map((plan, i): DescriptorStatus => {
-    const decision = decisions[i];
-    if (plan.kind === 'free' || decision === undefined)
+    const verdict = found[i];
+    if (plan.kind === 'free' || verdict === undefined)
       return { code: 'OK', limitRemaining: plan.kind === 'free' ? plan.limitRemaining : 0 };
     let status: DescriptorStatus;
-    if (decision === 'too-costly') {
+    if (verdict === 'too-costly') {
       status = {
         code: 'OVER_LIMIT',
         currentLimit: plan.rule.reported[0],
@@ -296,27 +378,27 @@ export async function decide(
         durationUntilResetMs: 0,
       };
     } else {
-      const binding = bindingPolicy(decision.policies);
-      const remaining = refunded.has(i) ? Math.min(binding.limit, decision.remaining + plan.cost) : decision.remaining;
+      const binding = bindingPolicy(verdict.policies);
       status = {
-        code: decision.allowed ? 'OK' : 'OVER_LIMIT',
-        currentLimit: plan.rule.reported[decision.policies.indexOf(binding)],
-        limitRemaining: remaining,
-        durationUntilResetMs: decision.allowed ? decision.resetAfterMs : decision.retryAfterMs,
+        code: verdict.within ? 'OK' : 'OVER_LIMIT',
+        currentLimit: plan.rule.reported[verdict.policies.indexOf(binding)],
+        limitRemaining: verdict.spared ? Math.min(binding.limit, binding.remaining + plan.cost) : binding.remaining,
+        durationUntilResetMs: verdict.within ? binding.resetAfterMs : binding.retryAfterMs,
       };
     }
     options.metrics.descriptor(
       request.domain,
       plan.metricRule,
       status.code,
-      decision !== 'too-costly' && decision.shadowDenied === true,
+      verdict !== 'too-costly' && verdict.shadowDenied,
     );
     return status;
   });
   let responseHeadersToAdd = NO_HEADERS;
-  const made = options.headers ? decisions.filter((d): d is Decision => d !== undefined && d !== 'too-costly') : [];
-  if (made.length > 0) {
-    const policies = made.flatMap((d) => d.policies);
+  const policies = options.headers
+    ? found.flatMap((v) => (v === undefined || v === 'too-costly' ? [] : v.policies))
+    : [];
+  if (policies.length > 0) {
     const binding = bindingPolicy(policies);
     const fields = rateLimitHeaders({ ...binding, allowed: !denied, policies });
     responseHeadersToAdd = Object.entries(fields).map(([key, value]) => ({ key, value }));

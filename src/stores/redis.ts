@@ -333,7 +333,8 @@ export function redisStore(client: RedisClient): Store {
   const clock = new ServerClock();
   // Checked on the first call, when the client is connected, not at construction, when it may not be.
   let evictionChecked = false;
-  const groupOf = isCluster(client) ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
+  const cluster = isCluster(client);
+  const groupOf = cluster ? (keys: readonly string[]) => hashSlot(keys[0] ?? '') : () => 0;
   let queued = new Map<Script, Map<number, Pending[]>>();
   // Whether the server has PEXPIRETIME: asked once, by the first call of a script that calls it
   // (again by the next one if asking failed).
@@ -432,6 +433,7 @@ export function redisStore(client: RedisClient): Store {
   }
 
   return {
+    ...(cluster ? { slotOf: hashSlot } : {}),
     run(script, keys, args, validForMs) {
       if (!evictionChecked) {
         evictionChecked = true;

@@ -160,6 +160,31 @@ for (const storeCase of cases) {
       assert.equal(alone.statuses[0]?.limitRemaining, 2);
     });
 
+    it("never takes a denied request's units, even for a moment: a concurrent request on its other descriptor is admitted", async () => {
+      const { grpc } = await serve(RULES, { store: storeCase.store() });
+      const login = descriptor(['path', '/login']);
+      for (let i = 0; i < 2; i++) await grpc.shouldRateLimit({ domain: 'edge', descriptors: [login] });
+      const addresses = Array.from({ length: 10 }, (_, i) => `10.0.3.${i}`);
+      // Each address keeps one of its 5 units for the second request of its pair.
+      for (const address of addresses)
+        for (let i = 0; i < 4; i++)
+          await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] });
+      // Sent together, the first of each pair before the second: denied by /login, it must not hold
+      // the address's last unit while the second is decided.
+      const pairs = await Promise.all(
+        addresses.map((address) =>
+          Promise.all([
+            grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address]), login] }),
+            grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] }),
+          ]),
+        ),
+      );
+      assert.deepEqual(
+        pairs.map(([denied, admitted]) => [denied.overallCode, admitted.overallCode]),
+        addresses.map(() => ['OVER_LIMIT', 'OK']),
+      );
+    });
+
     it('takes hits_addend units per descriptor, and refuses a cost above the limit', async () => {
       const { grpc } = await serve(RULES, { store: storeCase.store() });
       const ask = (hits: number, perDescriptor?: number) =>

@@ -243,8 +243,11 @@ Everything below comes from one run: every contender against the same private Re
 - Load average before and after: ${e.loadBefore} / ${e.loadAfter}. The machine was shared with other work while measuring:
   absolute figures move with that load, so compare the **ratios**, which are taken between contenders measured
   back to back in the same round, then the median over ${report.runs} rounds. ±N% is half the spread (max - min) of the rounds.
-- Each measurement is a closed loop of N calls in flight for ${report.runMs} ms. Every Redis contender uses the same
-  ioredis client with \`enableAutoPipelining: true\`. Limits are high enough that every call is admitted (same work
+- Each contender runs in a process of its own (\`bench/contender-process.ts\`), so that no other contender's code shares
+  the JIT's feedback with it, as in an application that uses one limiter. Before each measurement the Redis database is
+  emptied (\`FLUSHDB\`) and the contender warms up on the same load for ${report.runMs / 4} ms.
+- Each measurement is a closed loop of N calls in flight for ${report.runMs} ms. Every Redis contender uses an ioredis
+  client of its own with \`enableAutoPipelining: true\`. Limits are high enough that every call is admitted (same work
   for all), except sluice's slidingLog on the hot key, which fills its 10,000-entry log and then denies.
 - Peers: rate-limiter-flexible \`RateLimiterRedis\` (fixed window) and \`RateLimiterMemory\`; @upstash/ratelimit on the
   local Redis through a small shim in \`bench/upstash-shim.ts\` (EVALSHA through ioredis; the \`#!lua flags=allow-key-locking\`

@@ -15,7 +15,8 @@ import {
 } from './contenders.js';
 import { deniedFlood, type FloodResult } from './flood.js';
 import { httpTargets, runHttpBenchmarks, type HttpReport } from './http.js';
-import { keysFor, measure, measureInProcess, median, type Sample } from './measure.js';
+import { startContender, type ContenderProcess } from './contender-process.js';
+import { keysFor, median, type Sample } from './measure.js';
 import { limitManyRuns, type ManyResult } from './many.js';
 import { renderChart, renderMarkdown } from './report.js';
 import { SERVE_IN_FLIGHT, SERVE_LOAD_PROCESSES, benchServe, type ServeBench } from './serve.js';
@@ -153,6 +154,8 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
   const quick = options.quick ?? false;
   const runs = options.runs ?? (quick ? 1 : 5);
   const runMs = quick ? 40 : 1000;
+  const warmUpMs = runMs / 4;
+  const stops: ContenderProcess[] = [];
   const progress = options.onProgress ?? (() => undefined);
   const loadBefore = loadavg()
     .map((n) => n.toFixed(2))
@@ -163,30 +166,37 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
   const redis = new Redis(url, { enableAutoPipelining: true });
   try {
     const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
-    const contenders = [...redisContenders(redis), incrCeiling(redis)];
+    // Built here for their names only; each is measured in a process of its own.
+    const contenders = await Promise.all(
+      [...redisContenders(redis), incrCeiling(redis)].map(({ name }) => startContender({ name, store: url })),
+    );
+    stops.push(...contenders);
     const samples = contenders.map(() => SCENARIOS.map((): Sample[] => []));
     const total = runs * SCENARIOS.length * contenders.length;
     let step = 0;
-    for (const contender of contenders) await measure(contender.decide, keysFor(10_000), 64, runMs / 4); // warm-up: scripts, JIT
     // Round by round, each scenario measures every contender back to back, so that the ratios of
     // one round compare contenders under the same load from the other users of the machine. Each
     // round starts with another contender, so that going first (or after a given one) favours no one.
     for (let run = 0; run < runs; run++) {
       for (const [s, scenario] of SCENARIOS.entries()) {
-        const keys = keysFor(scenario.keys);
         for (let turn = 0; turn < contenders.length; turn++) {
           const c = (turn + run) % contenders.length;
-          const contender = contenders[c] as Contender;
+          const contender = contenders[c] as ContenderProcess;
           progress(
             `[${++step}/${total}] run ${run + 1}: ${contender.name}, ${scenario.inFlight} in flight, ${scenario.keys} key(s)`,
           );
-          samples[c]?.[s]?.push(await measure(contender.decide, keys, scenario.inFlight, runMs));
+          // Every contender starts from an empty database, and warms up on its load first.
+          await redis.flushdb();
+          samples[c]?.[s]?.push(
+            await contender.measure({ keys: scenario.keys, inFlight: scenario.inFlight, durationMs: runMs, warmUpMs }),
+          );
         }
       }
     }
+    const libraries = new Map([...redisContenders(redis), incrCeiling(redis)].map((c) => [c.name, c.library]));
     const redisResults: ContenderResult[] = contenders.map((contender, c) => ({
       name: contender.name,
-      library: contender.library,
+      library: libraries.get(contender.name) ?? 'sluice',
       samples: samples[c] ?? [],
     }));
 
@@ -208,16 +218,22 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
       }
     }
 
-    const inProcessList = inProcessContenders();
+    const inProcessList = await Promise.all(
+      inProcessContenders().map(({ name }) => startContender({ name, store: 'memory' })),
+    );
+    stops.push(...inProcessList);
     const inProcess = inProcessList.map((contender) => ({ name: contender.name, decisionsPerSecond: [] as number[] }));
     for (let run = 0; run < runs; run++) {
       for (let turn = 0; turn < inProcessList.length; turn++) {
         const i = (turn + run) % inProcessList.length;
-        const contender = inProcessList[i] as Contender;
+        const contender = inProcessList[i] as ContenderProcess;
         progress(`in process, run ${run + 1}: ${contender.name}`);
-        inProcess[i]?.decisionsPerSecond.push(await measureInProcess(contender.decide, keysFor(10_000), runMs));
+        inProcess[i]?.decisionsPerSecond.push(
+          await contender.measureInProcess({ keys: 10_000, durationMs: runMs, warmUpMs }),
+        );
       }
     }
+    for (const contender of stops.splice(0)) contender.stop();
 
     progress('limitMany');
     const many = await limitManyRuns(redis, runs, runMs);
@@ -280,6 +296,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
     }
     return withTargets;
   } finally {
+    for (const contender of stops) contender.stop();
     redis.disconnect();
     await server?.stop();
   }

@@ -295,13 +295,14 @@ function verdictOf(decision: Decision, spared = false): Verdict {
 
 /**
  * Decides the descriptors of one request together: admitted only if every one is within its
- * limits, and then counted in all. A request whose descriptors are all asked in one joint call
- * (the rules not in shadow_mode; see Rules.joint) is one atomic step: a denial counts nothing. On
- * a store that cannot (a Redis Cluster whose keys for them are in several slots, or a service with
- * a penalty box, whose strikes are per descriptor) each is asked alone, and when one is over its
- * limit the units the others took are given back: a second step, between which a concurrent
- * request may see those units taken, so it can be denied a little early, never admitted beyond a
- * limit. Returns each descriptor's verdict ('too-costly' for a cost no policy could ever admit).
+ * limits, and then counted in all. The descriptors not in shadow_mode are asked in one joint call
+ * (see Rules.joint), one atomic step in which a denial counts nothing. Where the store or the
+ * settings cannot take that step (a Redis Cluster whose keys for them are in several slots, a
+ * penalty box, whose strikes are each descriptor's own), each is asked alone, as shadow_mode rules
+ * always are (they never deny): when the request is denied, the units those took are given back, a
+ * second step, between which a concurrent request may see them taken, so it can be denied a little
+ * early, never admitted beyond a limit. Returns each descriptor's verdict ('too-costly' for a cost
+ * no policy could ever admit).
  */
 async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | 'too-costly' | undefined)[]> {
   const found = new Array<Verdict | 'too-costly' | undefined>(plans.length);
@@ -319,27 +320,31 @@ async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict 
     return { key: plan.key, policies: plan.policy ? [plan.policy] : plan.rule.limiter.policies, cost: plan.cost };
   });
   const joint = (together.length > 1 || (tooCostly && together.length > 0)) && rules.canDecideTogether(parts);
-  const asked = joint ? rules.joint.limit(parts, tooCostly ? 'peek' : 'limit') : undefined;
   if (!joint) alone.push(...together);
-  const decisions = await Promise.all(
-    alone.map((i) => {
-      const plan = plans[i] as Limited;
-      return plan.rule.limiter.limit(
-        plan.key,
-        plan.policy ? { cost: plan.cost, policy: plan.policy } : { cost: plan.cost },
-      );
-    }),
-  );
+  // Asked at once, so that the joint call and the others go out in one batch.
+  const [decided, decisions] = await Promise.all([
+    joint ? rules.joint.limit(parts, tooCostly ? 'peek' : 'limit') : undefined,
+    Promise.all(
+      alone.map((i) => {
+        const plan = plans[i] as Limited;
+        return plan.rule.limiter.limit(
+          plan.key,
+          plan.policy ? { cost: plan.cost, policy: plan.policy } : { cost: plan.cost },
+        );
+      }),
+    ),
+  ]);
   alone.forEach((i, n) => (found[i] = verdictOf(decisions[n] as Decision)));
-  if (asked) {
-    const decided = await asked;
+  if (decided) {
     const taken = decided.allowed && !tooCostly && decided.reason === undefined;
     together.forEach((i, n) => {
       const policies = decided.parts[n] as readonly PolicyDecision[];
       const within = policies.every((p) => p.allowed);
       found[i] = { within, policies, spared: within && !taken, shadowDenied: false };
     });
-  } else if (tooCostly || found.some((v) => v !== undefined && v !== 'too-costly' && !v.within)) {
+  }
+  if (tooCostly || found.some((v) => v !== undefined && v !== 'too-costly' && !v.within)) {
+    // What was decided alone is given back: the request counts nothing, shadow_mode rules included.
     await Promise.all(
       alone.map(async (i, n) => {
         const plan = plans[i] as Limited;

@@ -98,8 +98,9 @@ export class WrongMethodError extends SluiceError {
 
 /**
  * A rate-limit configuration of `sluice serve` is invalid: `file` is the file, `path` the place
- * inside its document (`descriptors[2].rate_limit.unit`, empty for the whole file), `value` what
- * is there. A running service keeps its previous configuration.
+ * inside its document (`descriptors[2].rate_limit.unit`; `line 2, column 1` for text that is not
+ * YAML; empty for the whole file), `value` what is there. A running service keeps its previous
+ * configuration.
  */
 export class InvalidConfigError extends SluiceError {
   readonly code = 'SLUICE_INVALID_CONFIG';

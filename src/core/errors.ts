@@ -45,6 +45,12 @@ export function describe(value: unknown): string {
   return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
 }
 
+/** `value` in the words of the YAML it was read from: a list, a map. */
+function describeYaml(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  return typeof value === 'object' && value !== null ? 'a map' : describe(value);
+}
+
 /**
  * An option given to a factory (createLimiter, a policy, a store, a middleware) is missing, invalid
  * or unknown. `message`, when given, replaces the usual "must be ..." (an unknown option's).
@@ -111,7 +117,7 @@ export class InvalidConfigError extends SluiceError {
     problem: string,
   ) {
     super(
-      `sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describe(value)}`}`,
+      `sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describeYaml(value)}`}`,
     );
     this.name = 'InvalidConfigError';
   }

@@ -45,6 +45,12 @@ export function describe(value: unknown): string {
   return /^[aeiou]/.test(typeof value) ? `an ${typeof value}` : `a ${typeof value}`;
 }
 
+/** `value` in the words of the YAML it was read from: a list, a map. */
+function describeYaml(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  return typeof value === 'object' && value !== null ? 'a map' : describe(value);
+}
+
 /**
  * An option given to a factory (createLimiter, a policy, a store, a middleware) is missing, invalid
  * or unknown. `message`, when given, replaces the usual "must be ..." (an unknown option's).
@@ -98,8 +104,9 @@ export class WrongMethodError extends SluiceError {
 
 /**
  * A rate-limit configuration of `sluice serve` is invalid: `file` is the file, `path` the place
- * inside its document (`descriptors[2].rate_limit.unit`, empty for the whole file), `value` what
- * is there. A running service keeps its previous configuration.
+ * inside its document (`descriptors[2].rate_limit.unit`; `line 2, column 1` for text that is not
+ * YAML; empty for the whole file), `value` what is there. A running service keeps its previous
+ * configuration.
  */
 export class InvalidConfigError extends SluiceError {
   readonly code = 'SLUICE_INVALID_CONFIG';
@@ -110,7 +117,7 @@ export class InvalidConfigError extends SluiceError {
     problem: string,
   ) {
     super(
-      `sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describe(value)}`}`,
+      `sluice: config ${file}${path === '' ? '' : ` at ${path}`}: ${problem}${value === undefined ? '' : `; got ${describeYaml(value)}`}`,
     );
     this.name = 'InvalidConfigError';
   }

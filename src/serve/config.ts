@@ -1,6 +1,6 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { LineCounter, parseAllDocuments } from 'yaml';
 import { fixedWindow } from '../algorithms/fixed-window.js';
 import { gcra } from '../algorithms/gcra.js';
 import { slidingLog } from '../algorithms/sliding-log.js';
@@ -393,13 +393,18 @@ interface DomainDraft {
 }
 
 function parseFile(file: string, text: string, domains: Map<string, DomainDraft>): void {
-  const documents = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: true });
+  const lineCounter = new LineCounter();
+  const documents = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const list = Array.isArray(documents) ? documents : [documents];
   const seen = new Set<string>();
   const reader: Reader = new Reader(file);
   for (const document of list) {
     const [error] = document.errors;
-    if (error) reader.fail('', `bad YAML: ${error.message.replace(/\s*\n[\s\S]*$/, '')}`);
+    if (error) {
+      // Text that is no YAML has no path inside a document: its place is a line and column.
+      const { line, col } = lineCounter.linePos(error.pos[0]);
+      reader.fail(`line ${line}, column ${col}`, `bad YAML: ${error.message}`);
+    }
     const content: unknown = document.toJS();
     if (content === null || content === undefined) continue;
     const fields = reader.map('', content, DOCUMENT_FIELDS);

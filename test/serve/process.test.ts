@@ -1,104 +1,76 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Cluster } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import { waitFor } from '../support/cluster.js';
 import { startProxy } from '../support/proxy.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
-import { configDir, descriptor, rlsClient } from '../support/rls.js';
+import { configDir, descriptor } from '../support/rls.js';
+import { PATIENT, useServices, type Service } from '../support/service.js';
 
-// The built command, as users run it (npm test builds first).
-const CLI = 'dist/esm/cli/main.js';
+// `sluice serve` as operators run it: several processes on one Redis, stopped by SIGTERM, its
+// configuration changed under load, a bad one refused at start. What it answers is in serve.test.ts.
 
 const harness = useRedis({ cluster: true });
-
-interface Service {
-  readonly child: ChildProcess;
-  readonly grpcPort: number;
-  readonly httpPort: number;
-  readonly stderr: string[];
-  readonly exited: Promise<number | null>;
-}
-
-const children: ChildProcess[] = [];
-after(() => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-});
-
-/** Spawns `sluice serve` and resolves once it listens (or rejects with its stderr if it exits first). */
-async function startService(args: readonly string[]): Promise<Service> {
-  const child = spawn(
-    process.execPath,
-    [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  children.push(child);
-  const stderr: string[] = [];
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
-  let buffered = '';
-  // The service's last line at start says where it counts; an earlier one gives the ports.
-  let ports: { grpcPort: number; httpPort: number } | undefined;
-  const listening = new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const lines = buffered.split('\n');
-      buffered = lines.pop() ?? '';
-      for (const line of lines) {
-        stderr.push(line);
-        const bound = /gRPC on 127\.0\.0\.1:(\d+), HTTP on 127\.0\.0\.1:(\d+)$/.exec(line);
-        if (bound) ports = { grpcPort: Number(bound[1]), httpPort: Number(bound[2]) };
-        if (ports && line.startsWith('sluice serve: counting in ')) resolve(ports);
-      }
-    });
-    void exited.then((code) => reject(new Error(`sluice serve exited with ${code}: ${stderr.join('\n')}`)));
-  });
-  return { child, stderr, exited, ...(await listening) };
-}
-
-/** Runs `sluice serve` to its end: exit code and stderr lines. */
-async function runToExit(args: readonly string[]): Promise<{ code: number | null; stderr: string[] }> {
-  const child = spawn(
-    process.execPath,
-    [CLI, 'serve', '--grpc-port', '0', '--http-port', '0', '--host', '127.0.0.1', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  children.push(child);
-  let text = '';
-  child.stderr.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stderr: text.split('\n').filter(Boolean) };
-}
-
-// On a busy test machine a call can wait past the default 1 s; answered by the failure policy, it
-// would not be counted. These tests are about exact counts, so they wait for Redis.
-const PATIENT = ['--timeout', '60s'];
+const services = useServices();
 
 const ONE_RULE = (limit: number) =>
   `domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`;
 
+const ASK_K = { domain: 'edge', descriptors: [descriptor(['k', 'v'])] };
+
 /** 1,000 concurrent calls on one descriptor, spread over the services; resolves with how many were admitted. */
-async function admittedOf(services: readonly Service[]): Promise<number> {
-  const clients = services.map((s) => rlsClient(s.grpcPort));
-  try {
-    const answers = await Promise.all(
-      Array.from({ length: 1000 }, (_, i) =>
-        (clients[i % clients.length] ?? assert.fail()).shouldRateLimit({
-          domain: 'edge',
-          descriptors: [descriptor(['k', 'v'])],
-        }),
-      ),
-    );
-    return answers.filter((a) => a.overallCode === 'OK').length;
-  } finally {
-    clients.forEach((c) => c.close());
-  }
+async function admittedOf(running: readonly Service[]): Promise<number> {
+  const answers = await Promise.all(
+    Array.from({ length: 1000 }, (_, i) => (running[i % running.length] ?? assert.fail()).grpc.shouldRateLimit(ASK_K)),
+  );
+  return answers.filter((a) => a.overallCode === 'OK').length;
 }
 
-async function stopAll(services: readonly Service[]): Promise<(number | null)[]> {
-  services.forEach((s) => s.child.kill('SIGTERM'));
-  return Promise.all(services.map((s) => s.exited));
+const stopAll = (running: readonly Service[]) => Promise.all(running.map((s) => s.stop()));
+
+/** Resolves once the service says it has `count` gRPC calls in flight. */
+const inFlight = (service: Service, count: number) =>
+  waitFor(`${count} calls to be in flight`, async () =>
+    (await service.get('/metrics')).text.includes(`sluice_serve_in_flight{transport="grpc"} ${count}\n`),
+  );
+
+/**
+ * Keeps `callers` calls going, each sending its next the moment the last is answered, until
+ * `stop()`; records each answer, and the first failure.
+ */
+function underLoad<T>(call: () => Promise<T>, callers: number) {
+  const answers: T[] = [];
+  let failure: unknown;
+  let stopping = false;
+  const running = Array.from({ length: callers }, async () => {
+    while (!stopping && failure === undefined) {
+      try {
+        answers.push(await call());
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  });
+  const failed = () => {
+    if (failure !== undefined) throw new Error('a call under load failed', { cause: failure });
+  };
+  return {
+    answers,
+    /** Resolves once `check` holds; throws as soon as a call has failed. */
+    until: (what: string, check: () => boolean) =>
+      waitFor(what, () => {
+        failed();
+        return check();
+      }),
+    /** Stops sending; resolves with every answer once the last call is answered, or throws the first failure. */
+    async stop(): Promise<T[]> {
+      stopping = true;
+      await Promise.all(running);
+      failed();
+      return answers;
+    },
+  };
 }
 
 describe('sluice serve as a process', () => {
@@ -106,13 +78,13 @@ describe('sluice serve as a process', () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(300) });
     const prefix = uniquePrefix();
     try {
-      const services = await Promise.all(
+      const running = await Promise.all(
         [1, 2, 3].map(() =>
-          startService(['--config', config.dir, '--redis', harness.server.url, '--prefix', prefix, ...PATIENT]),
+          services.start(['--config', config.dir, '--redis', harness.server.url, '--prefix', prefix, ...PATIENT]),
         ),
       );
-      assert.equal(await admittedOf(services), 300);
-      assert.deepEqual(await stopAll(services), [0, 0, 0]);
+      assert.equal(await admittedOf(running), 300);
+      assert.deepEqual(await stopAll(running), [0, 0, 0]);
     } finally {
       await config.remove();
     }
@@ -124,18 +96,18 @@ describe('sluice serve as a process', () => {
     const config = await configDir({ 'rules.yaml': ONE_RULE(300) });
     const prefix = uniquePrefix();
     try {
-      const services = await Promise.all(
+      const running = await Promise.all(
         [1, 2, 3].map(() =>
-          startService(['--config', config.dir, '--cluster', urls.join(','), '--prefix', prefix, ...PATIENT]),
+          services.start(['--config', config.dir, '--cluster', urls.join(','), '--prefix', prefix, ...PATIENT]),
         ),
       );
       assert.ok(
-        services[0]?.stderr.some((line) =>
+        running[0]?.stderr.some((line) =>
           line.startsWith('sluice serve: counting in Redis Cluster redis://127.0.0.1:'),
         ),
       );
-      assert.equal(await admittedOf(services), 300);
-      assert.deepEqual(await stopAll(services), [0, 0, 0]);
+      assert.equal(await admittedOf(running), 300);
+      assert.deepEqual(await stopAll(running), [0, 0, 0]);
     } finally {
       await config.remove();
     }
@@ -145,29 +117,19 @@ describe('sluice serve as a process', () => {
     const redis = await startRedisServer();
     const proxy = await startProxy(redis.port);
     const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
-    const client = { grpc: undefined as ReturnType<typeof rlsClient> | undefined };
     try {
       // A timeout long enough that the held call is answered by Redis, not by the failure policy.
-      const service = await startService([
+      const service = await services.start([
         '--config',
         config.dir,
         '--redis',
         `redis://127.0.0.1:${proxy.port}`,
-        '--timeout',
-        '60s',
+        ...PATIENT,
       ]);
-      client.grpc = rlsClient(service.grpcPort);
-      assert.equal(
-        (await client.grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).overallCode,
-        'OK',
-      );
+      assert.equal((await service.grpc.shouldRateLimit(ASK_K)).overallCode, 'OK');
       proxy.blackHole();
-      const held = client.grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] });
-      const inFlight = async () =>
-        (await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text()).includes(
-          'sluice_serve_in_flight{transport="grpc"} 1\n',
-        );
-      await waitFor('the call to be in flight', inFlight);
+      const held = service.grpc.shouldRateLimit(ASK_K);
+      await inFlight(service, 1);
       service.child.kill('SIGTERM');
       await waitFor('the service to stop taking calls', () =>
         service.stderr.some((line) => line.includes('SIGTERM: answering the calls in flight')),
@@ -178,52 +140,76 @@ describe('sluice serve as a process', () => {
       assert.equal(await service.exited, 0);
       assert.equal(service.stderr.at(-1), 'sluice serve: stopped');
     } finally {
-      client.grpc?.close();
       await proxy.stop();
       await redis.stop();
       await config.remove();
     }
   });
 
-  it('reloads a changed config by itself, and refuses a bad one, serving on with the last good one', async () => {
-    const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
+  it('takes changes to its configuration under load, failing no call; refuses a bad one and serves on', async () => {
+    const redis = await startRedisServer();
+    const proxy = await startProxy(redis.port);
+    const config = await configDir({ 'rules.yaml': ONE_RULE(100_000) });
     try {
-      const service = await startService(['--config', config.dir]);
-      const rules = async () => (await fetch(`http://127.0.0.1:${service.httpPort}/rlconfig`)).text();
-      const client = rlsClient(service.grpcPort);
-      const limitNow = async () =>
-        (await client.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['k', 'v'])] })).statuses[0]
-          ?.currentLimit?.requestsPerUnit;
-      try {
-        await config.write('rules.yaml', ONE_RULE(7));
-        await waitFor('the change to be served', async () => (await rules()).includes('requests_per_unit=7'));
-        assert.equal(await limitNow(), 7);
-        await config.write('rules.yaml', ONE_RULE(7).replace('hour', 'fortnight'));
-        await waitFor('the bad change to be refused', () =>
-          service.stderr.some((line) => line.includes('the change is refused')),
-        );
-        assert.ok(
-          service.stderr.some((line) =>
-            /rules\.yaml at descriptors\[0\]\.rate_limit\.unit: .*; got "fortnight"; the change is refused and the previous config keeps serving$/.test(
-              line,
-            ),
-          ),
-          service.stderr.join('\n'),
-        );
-        assert.equal(await limitNow(), 7);
-      } finally {
-        client.close();
-      }
-      assert.deepEqual(await stopAll([service]), [0]);
+      // With 'deny', a call the store failed would be answered OVER_LIMIT: every answer must be OK.
+      const service = await services.start([
+        '--config',
+        config.dir,
+        '--redis',
+        `redis://127.0.0.1:${proxy.port}`,
+        '--on-store-error',
+        'deny',
+        ...PATIENT,
+      ]);
+      const load = underLoad(async () => {
+        const answer = await service.grpc.shouldRateLimit(ASK_K);
+        assert.equal(answer.overallCode, 'OK');
+        return answer.statuses[0]?.currentLimit?.requestsPerUnit;
+      }, 16);
+      const serving = (limit: number) =>
+        load.until(`the limit of ${limit} to be served`, () => load.answers.at(-1) === limit);
+      const said = (what: string, count: number) =>
+        load.until(`the service to say ${what}`, () => service.stderr.filter((l) => l.includes(what)).length >= count);
+      await serving(100_000);
+
+      // Every caller's call held inside the service, waiting for Redis, while the change takes effect.
+      proxy.blackHole();
+      await inFlight(service, 16);
+      await config.write('rules.yaml', ONE_RULE(200_000));
+      await said('config reloaded', 1);
+      proxy.heal();
+      await serving(200_000);
+
+      await config.write('rules.yaml', ONE_RULE(300_000).replace('hour', 'fortnight'));
+      await said('the change is refused', 1);
+      const refusedAt = load.answers.length;
+      await load.until('more calls to be answered', () => load.answers.length >= refusedAt + 64);
+      assert.deepEqual(new Set(load.answers.slice(refusedAt)), new Set([200_000]));
+
+      await config.write('rules.yaml', ONE_RULE(300_000));
+      await serving(300_000);
+      // A call keeps the rules it started with: the held calls were answered by the first.
+      assert.deepEqual([...new Set(await load.stop())], [100_000, 200_000, 300_000]);
+      assert.deepEqual(
+        service.stderr.filter((line) => / config |config reloaded/.test(line)),
+        [
+          'sluice serve: config reloaded: 1 domain, 1 rule from 1 file',
+          `sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "fortnight"; the change is refused and the previous config keeps serving`,
+          'sluice serve: config reloaded: 1 domain, 1 rule from 1 file',
+        ],
+      );
+      assert.equal(await service.stop(), 0);
     } finally {
+      await proxy.stop();
+      await redis.stop();
       await config.remove();
     }
   });
 
-  it('says when it counts in memory', async () => {
-    const config = await configDir({ 'rules.yaml': ONE_RULE(5) });
+  it('says when it counts in memory, and decides there', async () => {
+    const config = await configDir({ 'rules.yaml': ONE_RULE(2) });
     try {
-      const service = await startService(['--config', config.dir]);
+      const service = await services.start(['--config', config.dir]);
       assert.ok(
         service.stderr.some((line) =>
           line.startsWith(
@@ -232,27 +218,140 @@ describe('sluice serve as a process', () => {
         ),
         service.stderr.join('\n'),
       );
-      assert.deepEqual(await stopAll([service]), [0]);
+      const answers = [];
+      for (let i = 0; i < 3; i++) answers.push((await service.grpc.shouldRateLimit(ASK_K)).overallCode);
+      assert.deepEqual(answers, ['OK', 'OK', 'OVER_LIMIT']);
+      assert.equal(await service.stop(), 0);
     } finally {
       await config.remove();
     }
   });
+});
 
-  it('refuses a bad config with one line naming the file, the path and the value, and exit code 2', async () => {
-    const config = await configDir({
-      'rules.yaml':
-        'domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n',
-    });
-    try {
-      const { code, stderr } = await runToExit(['--config', config.dir]);
-      assert.equal(code, 2);
-      assert.deepEqual(stderr, [
-        `sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "fortnight"`,
-      ]);
-      assert.equal((await runToExit(['--config', `${config.dir}/missing.yaml`])).code, 2);
-      assert.equal((await runToExit([])).code, 2);
-    } finally {
-      await config.remove();
-    }
+const KEY_K = 'domain: d\ndescriptors:\n  - key: k\n';
+const RATE_LIMIT = (fields: string) => `${KEY_K}    rate_limit: { ${fields} }\n`;
+
+/** Each bad configuration of the issue, and more: its files, and the one line the service says (`<dir>`: their directory). */
+const BAD_CONFIGS: { what: string; files: Record<string, string>; says: string }[] = [
+  {
+    what: 'bad YAML',
+    files: { 'rules.yaml': 'domain: [x\n' },
+    says: 'rules.yaml at line 2, column 1: bad YAML: Flow sequence in block collection must be sufficiently indented and end with a ]',
+  },
+  {
+    what: 'an unknown field',
+    files: { 'rules.yaml': `${KEY_K}    rate_limt: { unit: second, requests_per_unit: 1 }\n` },
+    says: 'rules.yaml at descriptors[0].rate_limt: unknown field "rate_limt"; the fields here are key, value, rate_limit, rate_limits, shadow_mode, detailed_metric, value_to_metric, share_threshold, descriptors',
+  },
+  {
+    what: 'an empty domain',
+    files: { 'rules.yaml': 'domain: ""\ndescriptors: []\n' },
+    says: 'rules.yaml at domain: must be a non-empty string; got ""',
+  },
+  {
+    what: 'a duplicate domain',
+    files: { 'rules.yaml': 'domain: d\n---\ndomain: d\n' },
+    says: 'rules.yaml at domain: duplicate domain in one file (several files may share a domain; one file names it once); got "d"',
+  },
+  {
+    what: 'an empty key',
+    files: { 'rules.yaml': 'domain: d\ndescriptors:\n  - key: ""\n' },
+    says: 'rules.yaml at descriptors[0].key: must be a non-empty string; got ""',
+  },
+  {
+    what: 'a non-string key',
+    files: { 'rules.yaml': 'domain: d\ndescriptors:\n  - key: 12\n' },
+    says: 'rules.yaml at descriptors[0].key: must be a non-empty string; got 12',
+  },
+  {
+    what: 'a duplicate key at one level',
+    files: { 'rules.yaml': `${KEY_K}    value: v\n  - key: k\n    value: v\n` },
+    says: 'rules.yaml at descriptors[1]: duplicate descriptor: key "k" with value "v" is already defined',
+  },
+  {
+    what: 'a duplicate key at a nested level',
+    files: { 'rules.yaml': `${KEY_K}    descriptors:\n      - key: j\n      - key: j\n` },
+    says: 'rules.yaml at descriptors[0].descriptors[1]: duplicate descriptor: key "j" is already defined',
+  },
+  {
+    what: 'a duplicate key in two files of one domain',
+    files: {
+      'a.yaml': RATE_LIMIT('unit: hour, requests_per_unit: 1'),
+      'b.yaml': RATE_LIMIT('unit: day, requests_per_unit: 9'),
+    },
+    says: 'b.yaml at descriptors[0]: duplicate descriptor: key "k" is already defined in <dir>/a.yaml',
+  },
+  {
+    what: 'a bad unit',
+    files: {
+      'rules.yaml': `${KEY_K}    descriptors:\n      - key: j\n        rate_limit: { unit: week, requests_per_unit: 1 }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "week"',
+  },
+  {
+    what: 'unlimited with a unit',
+    files: { 'rules.yaml': RATE_LIMIT('unlimited: true, unit: second') },
+    says: 'rules.yaml at descriptors[0].rate_limit.unit: "unlimited: true" takes no unit; got "second"',
+  },
+  {
+    what: 'replaces naming itself',
+    files: { 'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 1, name: n, replaces: [{ name: n }]') },
+    says: 'rules.yaml at descriptors[0].rate_limit.replaces: a rate limit cannot replace itself ("n")',
+  },
+  {
+    what: 'replaces naming nothing',
+    files: { 'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 1, replaces: [{ name: ghost }]') },
+    says: 'rules.yaml at descriptors[0].rate_limit.replaces: names no rate limit of domain "d"; got "ghost"',
+  },
+  {
+    what: 'a list where a map belongs',
+    files: { 'rules.yaml': `${KEY_K}    rate_limit: [1, 2]\n` },
+    says: 'rules.yaml at descriptors[0].rate_limit: must be a map; got a list',
+  },
+  {
+    what: 'a map where a list belongs',
+    files: { 'rules.yaml': 'domain: d\ndescriptors:\n  key: k\n' },
+    says: 'rules.yaml at descriptors: must be a list; got a map',
+  },
+  {
+    what: 'an unknown algorithm',
+    files: { 'rules.yaml': RATE_LIMIT('algorithm: leaky, unit: second, requests_per_unit: 1') },
+    says: 'rules.yaml at descriptors[0].rate_limit.algorithm: must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra; got "leaky"',
+  },
+  {
+    what: 'a bad window',
+    files: { 'rules.yaml': RATE_LIMIT('window: 5 minutes, requests_per_unit: 1') },
+    says: `rules.yaml at descriptors[0].rate_limit.window: must be a duration such as '90s', '5m', '1h' (whole ms from 1 ms to 366 days); got "5 minutes"`,
+  },
+];
+
+describe('sluice serve refuses a bad configuration at start', () => {
+  it('with exit code 2 and one line naming the file, the place inside it and the problem', async () => {
+    // All at once: each process refuses before it listens, so the batch takes about as long as one.
+    const refusals = await Promise.all(
+      BAD_CONFIGS.map(async ({ what, files }) => {
+        const config = await configDir(files);
+        try {
+          const { code, stderr } = await services.runToExit(['--config', config.dir]);
+          return { what, code, stderr: stderr.map((line) => line.replaceAll(config.dir, '<dir>')) };
+        } finally {
+          await config.remove();
+        }
+      }),
+    );
+    assert.deepEqual(
+      refusals,
+      BAD_CONFIGS.map(({ what, says }) => ({ what, code: 2, stderr: [`sluice: config <dir>/${says}`] })),
+    );
+  });
+
+  it('with exit code 2 for a configuration that cannot be read, or none', async () => {
+    const [missing, none] = await Promise.all([
+      services.runToExit(['--config', 'nowhere/rules.yaml']),
+      services.runToExit([]),
+    ]);
+    assert.deepEqual(missing, { code: 2, stderr: ['sluice: config nowhere/rules.yaml: cannot read it (ENOENT)'] });
+    assert.equal(none.code, 2);
+    assert.match(none.stderr.join('\n'), /missing --config <file or directory>/);
   });
 });

@@ -1,70 +1,38 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import {
-  InvalidConfigError,
-  createServer,
-  loadConfig,
-  type ServeOptions,
-  type SluiceServer,
-} from '../../src/serve/index.js';
-import { InvalidOptionError } from '../../src/index.js';
-import { configDir, descriptor, rlsClient, type RlsClient } from '../support/rls.js';
-import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { InvalidOptionError, memoryStore } from '../../src/index.js';
+import { InvalidConfigError, createServer, type ServeOptions } from '../../src/serve/index.js';
+import { keysWithTtl, uniquePrefix } from '../support/redis.js';
+import { configDir, descriptor, rlsClient } from '../support/rls.js';
+import { PATIENT, useServices, type Service } from '../support/service.js';
 
-const harness = useRedis();
-const cases = harness.cases.filter((c) => c.name === 'memory' || c.name === 'redis (ioredis)');
+// What the service answers, asked of `sluice serve` as users run it: the built command in a
+// process of its own, over gRPC and HTTP. The embedding API, createServer(), is tested at the end.
 
-interface Running {
-  server: SluiceServer;
-  grpc: RlsClient;
-  json: (body: unknown) => Promise<{ status: number; type: string | null; body: Record<string, unknown> }>;
-  get: (path: string) => Promise<{ status: number; text: string }>;
-  config: Awaited<ReturnType<typeof configDir>>;
-}
-
-const running: Running[] = [];
+const services = useServices();
+let redisServer: RedisServer;
+let redis: Redis;
+const configs: Awaited<ReturnType<typeof configDir>>[] = [];
+before(async () => {
+  redisServer = await startRedisServer();
+  redis = new Redis(redisServer.url);
+});
 after(async () => {
-  for (const r of running) {
-    r.grpc.close();
-    await r.server.close();
-    await r.config.remove();
-  }
+  await redis.quit();
+  await redisServer.stop();
+  await Promise.all(configs.map((config) => config.remove()));
 });
 
-async function serve(yaml: string, options: Partial<ServeOptions> & Pick<ServeOptions, 'store'>): Promise<Running> {
+/** The flags of a service counting in the test's Redis under `prefix`. */
+const onRedis = (prefix = uniquePrefix()) => ['--redis', redisServer.url, '--prefix', prefix, ...PATIENT];
+
+/** Starts `sluice serve` on a configuration of one file, `yaml`, with `flags`. */
+async function serve(yaml: string, flags: readonly string[]): Promise<Service> {
   const config = await configDir({ 'config.yaml': yaml });
-  const server = await createServer({
-    config: config.dir,
-    grpcPort: 0,
-    httpPort: 0,
-    host: '127.0.0.1',
-    prefix: uniquePrefix(),
-    watch: false,
-    ...options,
-  });
-  const base = `http://127.0.0.1:${server.httpPort}`;
-  const r: Running = {
-    server,
-    config,
-    grpc: rlsClient(server.grpcPort),
-    async json(body) {
-      const res = await fetch(`${base}/json`, {
-        method: 'POST',
-        body: typeof body === 'string' ? body : JSON.stringify(body),
-      });
-      return {
-        status: res.status,
-        type: res.headers.get('content-type'),
-        body: (await res.json()) as Record<string, unknown>,
-      };
-    },
-    async get(path) {
-      const res = await fetch(`${base}${path}`);
-      return { status: res.status, text: await res.text() };
-    },
-  };
-  running.push(r);
-  return r;
+  configs.push(config);
+  return services.start(['--config', config.dir, '--no-watch', ...flags]);
 }
 
 const codes = (response: { statuses: { code: string }[] }) => response.statuses.map((s) => s.code);
@@ -110,285 +78,259 @@ descriptors:
       - { unit: day, requests_per_unit: 5 }
 `;
 
-for (const storeCase of cases) {
-  describe(`sluice serve over gRPC on ${storeCase.name}`, () => {
-    it('admits exactly the limit, and reports current_limit, limit_remaining and duration_until_reset', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const answers = [];
-      for (let i = 0; i < 7; i++)
-        answers.push(
-          await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', '10.0.0.1'])] }),
-        );
-      assert.deepEqual(
-        answers.map((a) => a.overallCode),
-        ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'],
+describe('sluice serve over gRPC', () => {
+  it('admits exactly the limit, and reports current_limit, limit_remaining and duration_until_reset', async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const answers = [];
+    for (let i = 0; i < 7; i++)
+      answers.push(
+        await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', '10.0.0.1'])] }),
       );
-      assert.deepEqual(
-        answers.map((a) => a.statuses[0]?.limitRemaining ?? 0),
-        [4, 3, 2, 1, 0, 0, 0],
-      );
-      const [first] = answers[0]?.statuses ?? [];
-      assert.deepEqual(first?.currentLimit, { requestsPerUnit: 5, unit: 'HOUR' });
-      const reset = first?.durationUntilReset;
-      assert.ok(reset && reset.seconds * 1000 + reset.nanos / 1e6 > 0 && reset.seconds < 3600, JSON.stringify(reset));
-      // Another address has its own count.
-      assert.equal(
-        (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', '10.0.0.2'])] }))
-          .overallCode,
-        'OK',
-      );
-    });
+    assert.deepEqual(
+      answers.map((a) => a.overallCode),
+      ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'],
+    );
+    assert.deepEqual(
+      answers.map((a) => a.statuses[0]?.limitRemaining ?? 0),
+      [4, 3, 2, 1, 0, 0, 0],
+    );
+    const [first] = answers[0]?.statuses ?? [];
+    assert.deepEqual(first?.currentLimit, { requestsPerUnit: 5, unit: 'HOUR' });
+    const reset = first?.durationUntilReset;
+    assert.ok(reset && reset.seconds * 1000 + reset.nanos / 1e6 > 0 && reset.seconds < 3600, JSON.stringify(reset));
+    // Another address has its own count.
+    assert.equal(
+      (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', '10.0.0.2'])] }))
+        .overallCode,
+      'OK',
+    );
+  });
 
-    it('decides a request as one step: a descriptor over its limit leaves the others uncounted', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const both = {
-        domain: 'edge',
-        descriptors: [descriptor(['remote_address', '10.0.0.9']), descriptor(['path', '/login'])],
-      };
-      const answers = [];
-      for (let i = 0; i < 6; i++) answers.push(await grpc.shouldRateLimit(both));
-      assert.deepEqual(
-        answers.map((a) => a.overallCode),
-        ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', 'OVER_LIMIT', 'OVER_LIMIT'],
-      );
-      assert.deepEqual(codes(answers[2] as { statuses: { code: string }[] }), ['OK', 'OVER_LIMIT']);
-      // The address was counted for the two admitted requests only: 3 of its 5 remain.
-      const alone = await grpc.shouldRateLimit({
-        domain: 'edge',
-        descriptors: [descriptor(['remote_address', '10.0.0.9'])],
-      });
-      assert.equal(alone.statuses[0]?.limitRemaining, 2);
+  it('decides a request as one step: a descriptor over its limit leaves the others uncounted', async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const both = {
+      domain: 'edge',
+      descriptors: [descriptor(['remote_address', '10.0.0.9']), descriptor(['path', '/login'])],
+    };
+    const answers = [];
+    for (let i = 0; i < 6; i++) answers.push(await grpc.shouldRateLimit(both));
+    assert.deepEqual(
+      answers.map((a) => a.overallCode),
+      ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT', 'OVER_LIMIT', 'OVER_LIMIT'],
+    );
+    assert.deepEqual(codes(answers[2] as { statuses: { code: string }[] }), ['OK', 'OVER_LIMIT']);
+    // The address was counted for the two admitted requests only: 3 of its 5 remain.
+    const alone = await grpc.shouldRateLimit({
+      domain: 'edge',
+      descriptors: [descriptor(['remote_address', '10.0.0.9'])],
     });
+    assert.equal(alone.statuses[0]?.limitRemaining, 2);
+  });
 
-    it("never takes a denied request's units, even for a moment: a concurrent request on its other descriptor is admitted", async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const login = descriptor(['path', '/login']);
-      for (let i = 0; i < 2; i++) await grpc.shouldRateLimit({ domain: 'edge', descriptors: [login] });
-      const addresses = Array.from({ length: 10 }, (_, i) => `10.0.3.${i}`);
-      // Each address keeps one of its 5 units for the second request of its pair.
-      for (const address of addresses)
-        for (let i = 0; i < 4; i++)
-          await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] });
-      // Sent together, the first of each pair before the second: denied by /login, it must not hold
-      // the address's last unit while the second is decided.
-      const pairs = await Promise.all(
-        addresses.map((address) =>
-          Promise.all([
-            grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address]), login] }),
-            grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] }),
-          ]),
-        ),
-      );
-      assert.deepEqual(
-        pairs.map(([denied, admitted]) => [denied.overallCode, admitted.overallCode]),
-        addresses.map(() => ['OVER_LIMIT', 'OK']),
-      );
-    });
-
-    it('takes hits_addend units per descriptor, and refuses a cost above the limit', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const ask = (hits: number, perDescriptor?: number) =>
-        grpc.shouldRateLimit({
-          domain: 'edge',
-          hitsAddend: hits,
-          descriptors: [
-            {
-              ...descriptor(['remote_address', '10.0.1.1']),
-              ...(perDescriptor ? { hitsAddend: { value: perDescriptor } } : {}),
-            },
-          ],
-        });
-      assert.equal((await ask(3)).statuses[0]?.limitRemaining, 2);
-      assert.equal((await ask(3)).overallCode, 'OVER_LIMIT');
-      assert.equal((await ask(3, 2)).statuses[0]?.limitRemaining, 0);
-      assert.equal((await ask(0, 6)).overallCode, 'OVER_LIMIT');
-    });
-
-    it('matches exact values first, then wildcards, then the key alone; shares a wildcard with share_threshold', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const limitOf = async (key: string, value: string) =>
-        (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor([key, value])] })).statuses[0]
-          ?.currentLimit;
-      assert.deepEqual(await limitOf('path', '/login'), { requestsPerUnit: 2, unit: 'HOUR' });
-      assert.deepEqual(await limitOf('path', '/api/users'), { requestsPerUnit: 3, unit: 'HOUR' });
-      assert.deepEqual(await limitOf('path', '/home'), { requestsPerUnit: 10, unit: 'DAY' });
-      // No rule: OK, without a limit. Unknown domain: the same.
-      assert.deepEqual(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['nobody', 'x'])] }), {
-        overallCode: 'OK',
-        statuses: [{ code: 'OK', limitRemaining: 0 }],
-      });
-      assert.equal(
-        (await grpc.shouldRateLimit({ domain: 'elsewhere', descriptors: [descriptor(['path', '/login'])] })).statuses[0]
-          ?.currentLimit,
-        undefined,
-      );
-      // Every value under free* counts against one quota of 2.
-      const tenants = [];
-      for (const tenant of ['free-a', 'free-b', 'free-c'])
-        tenants.push(
-          (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['tenant', tenant])] })).overallCode,
-        );
-      assert.deepEqual(tenants, ['OK', 'OK', 'OVER_LIMIT']);
-    });
-
-    it('answers unlimited, replaces, shadow_mode and several limits on one descriptor', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const unlimited = await grpc.shouldRateLimit({
-        domain: 'edge',
-        descriptors: [descriptor(['plan', 'unlimited'])],
-      });
-      assert.deepEqual(unlimited.statuses[0], { code: 'OK', limitRemaining: 4294967295 });
-      // org replaces upload_user: the user's limit of 1 is not applied, the org's 4 is.
-      const upload = {
-        domain: 'edge',
-        descriptors: [
-          {
-            entries: [
-              { key: 'user', value: 'u1' },
-              { key: 'action', value: 'upload' },
-            ],
-          },
-          descriptor(['org', 'o1']),
-        ],
-      };
-      const uploads = [];
-      for (let i = 0; i < 5; i++) uploads.push((await grpc.shouldRateLimit(upload)).overallCode);
-      assert.deepEqual(uploads, ['OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
-      const userAlone = {
-        domain: 'edge',
-        descriptors: [
-          {
-            entries: [
-              { key: 'user', value: 'u1' },
-              { key: 'action', value: 'upload' },
-            ],
-          },
-        ],
-      };
-      assert.deepEqual(
-        [(await grpc.shouldRateLimit(userAlone)).overallCode, (await grpc.shouldRateLimit(userAlone)).overallCode],
-        ['OK', 'OVER_LIMIT'],
-      );
-      // shadow_mode: over the limit, still OK.
-      const dry = [];
-      for (let i = 0; i < 3; i++)
-        dry.push((await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['dry', 'd'])] })).overallCode);
-      assert.deepEqual(dry, ['OK', 'OK', 'OK']);
-      // 3 per hour and 5 per day, decided together: the third admitted leaves none for the hour.
-      const stacked = [];
+  it("never takes a denied request's units, even for a moment: a concurrent request on its other descriptor is admitted", async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const login = descriptor(['path', '/login']);
+    for (let i = 0; i < 2; i++) await grpc.shouldRateLimit({ domain: 'edge', descriptors: [login] });
+    const addresses = Array.from({ length: 10 }, (_, i) => `10.0.3.${i}`);
+    // Each address keeps one of its 5 units for the second request of its pair.
+    for (const address of addresses)
       for (let i = 0; i < 4; i++)
-        stacked.push(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['stacked', 's'])] }));
-      assert.deepEqual(stacked.map((a) => a.overallCode).slice(0, 3), ['OK', 'OK', 'OK']);
-      assert.deepEqual(stacked[2]?.statuses[0]?.currentLimit, { requestsPerUnit: 3, unit: 'HOUR' });
-    });
+        await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] });
+    // Sent together, the first of each pair before the second: denied by /login, it must not hold
+    // the address's last unit while the second is decided.
+    const pairs = await Promise.all(
+      addresses.map((address) =>
+        Promise.all([
+          grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address]), login] }),
+          grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['remote_address', address])] }),
+        ]),
+      ),
+    );
+    assert.deepEqual(
+      pairs.map(([denied, admitted]) => [denied.overallCode, admitted.overallCode]),
+      addresses.map(() => ['OVER_LIMIT', 'OK']),
+    );
+  });
 
-    it("uses a descriptor's limit override, and shares the key's state", async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store() });
-      const overridden = {
+  it('takes hits_addend units per descriptor, and refuses a cost above the limit', async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const ask = (hits: number, perDescriptor?: number) =>
+      grpc.shouldRateLimit({
         domain: 'edge',
-        descriptors: [{ ...descriptor(['remote_address', '10.0.2.1']), limit: { requestsPerUnit: 2, unit: 'HOUR' } }],
-      };
-      const answers = [];
-      for (let i = 0; i < 3; i++) answers.push(await grpc.shouldRateLimit(overridden));
-      assert.deepEqual(
-        answers.map((a) => a.overallCode),
-        ['OK', 'OK', 'OVER_LIMIT'],
-      );
-      assert.deepEqual(answers[0]?.statuses[0]?.currentLimit, { requestsPerUnit: 2, unit: 'HOUR' });
-      await assert.rejects(
-        grpc.shouldRateLimit({
-          domain: 'edge',
-          descriptors: [{ ...descriptor(['a', 'b']), limit: { requestsPerUnit: 2, unit: 'UNKNOWN' } }],
-        }),
-        /INVALID_ARGUMENT.*descriptors\[0\]\.limit\.unit/,
-      );
-    });
+        hitsAddend: hits,
+        descriptors: [
+          {
+            ...descriptor(['remote_address', '10.0.1.1']),
+            ...(perDescriptor ? { hitsAddend: { value: perDescriptor } } : {}),
+          },
+        ],
+      });
+    assert.equal((await ask(3)).statuses[0]?.limitRemaining, 2);
+    assert.equal((await ask(3)).overallCode, 'OVER_LIMIT');
+    assert.equal((await ask(3, 2)).statuses[0]?.limitRemaining, 0);
+    assert.equal((await ask(0, 6)).overallCode, 'OVER_LIMIT');
+  });
 
-    it('reaches every sluice algorithm and any window from YAML', async () => {
-      const yaml = `
+  it('matches exact values first, then wildcards, then the key alone; shares a wildcard with share_threshold', async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const limitOf = async (key: string, value: string) =>
+      (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor([key, value])] })).statuses[0]
+        ?.currentLimit;
+    assert.deepEqual(await limitOf('path', '/login'), { requestsPerUnit: 2, unit: 'HOUR' });
+    assert.deepEqual(await limitOf('path', '/api/users'), { requestsPerUnit: 3, unit: 'HOUR' });
+    assert.deepEqual(await limitOf('path', '/home'), { requestsPerUnit: 10, unit: 'DAY' });
+    // No rule: OK, without a limit. Unknown domain: the same.
+    assert.deepEqual(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['nobody', 'x'])] }), {
+      overallCode: 'OK',
+      statuses: [{ code: 'OK', limitRemaining: 0 }],
+    });
+    assert.equal(
+      (await grpc.shouldRateLimit({ domain: 'elsewhere', descriptors: [descriptor(['path', '/login'])] })).statuses[0]
+        ?.currentLimit,
+      undefined,
+    );
+    // Every value under free* counts against one quota of 2.
+    const tenants = [];
+    for (const tenant of ['free-a', 'free-b', 'free-c'])
+      tenants.push(
+        (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['tenant', tenant])] })).overallCode,
+      );
+    assert.deepEqual(tenants, ['OK', 'OK', 'OVER_LIMIT']);
+  });
+
+  it('answers unlimited, replaces, shadow_mode and several limits on one descriptor', async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const unlimited = await grpc.shouldRateLimit({
+      domain: 'edge',
+      descriptors: [descriptor(['plan', 'unlimited'])],
+    });
+    assert.deepEqual(unlimited.statuses[0], { code: 'OK', limitRemaining: 4294967295 });
+    // org replaces upload_user: the user's limit of 1 is not applied, the org's 4 is.
+    const userUpload = descriptor(['user', 'u1'], ['action', 'upload']);
+    const upload = { domain: 'edge', descriptors: [userUpload, descriptor(['org', 'o1'])] };
+    const uploads = [];
+    for (let i = 0; i < 5; i++) uploads.push((await grpc.shouldRateLimit(upload)).overallCode);
+    assert.deepEqual(uploads, ['OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
+    const userAlone = { domain: 'edge', descriptors: [userUpload] };
+    assert.deepEqual(
+      [(await grpc.shouldRateLimit(userAlone)).overallCode, (await grpc.shouldRateLimit(userAlone)).overallCode],
+      ['OK', 'OVER_LIMIT'],
+    );
+    // shadow_mode: over the limit, still OK.
+    const dry = [];
+    for (let i = 0; i < 3; i++)
+      dry.push((await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['dry', 'd'])] })).overallCode);
+    assert.deepEqual(dry, ['OK', 'OK', 'OK']);
+    // 3 per hour and 5 per day, decided together: the third admitted leaves none for the hour.
+    const stacked = [];
+    for (let i = 0; i < 4; i++)
+      stacked.push(await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['stacked', 's'])] }));
+    assert.deepEqual(stacked.map((a) => a.overallCode).slice(0, 3), ['OK', 'OK', 'OK']);
+    assert.deepEqual(stacked[2]?.statuses[0]?.currentLimit, { requestsPerUnit: 3, unit: 'HOUR' });
+  });
+
+  it("uses a descriptor's limit override, and shares the key's state", async () => {
+    const { grpc } = await serve(RULES, onRedis());
+    const overridden = {
+      domain: 'edge',
+      descriptors: [{ ...descriptor(['remote_address', '10.0.2.1']), limit: { requestsPerUnit: 2, unit: 'HOUR' } }],
+    };
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await grpc.shouldRateLimit(overridden));
+    assert.deepEqual(
+      answers.map((a) => a.overallCode),
+      ['OK', 'OK', 'OVER_LIMIT'],
+    );
+    assert.deepEqual(answers[0]?.statuses[0]?.currentLimit, { requestsPerUnit: 2, unit: 'HOUR' });
+    await assert.rejects(
+      grpc.shouldRateLimit({
+        domain: 'edge',
+        descriptors: [{ ...descriptor(['a', 'b']), limit: { requestsPerUnit: 2, unit: 'UNKNOWN' } }],
+      }),
+      /INVALID_ARGUMENT.*descriptors\[0\]\.limit\.unit/,
+    );
+  });
+
+  it('reaches every sluice algorithm and any window from YAML', async () => {
+    const yaml = `
 domain: algos
 descriptors:
-  - { key: a, value: fw, rate_limit: { window: 30d, requests_per_unit: 3 } }
-  - { key: a, value: sl, rate_limit: { algorithm: sliding_log, window: 90s, requests_per_unit: 3 } }
-  - { key: a, value: sw, rate_limit: { algorithm: sliding_window, unit: hour, requests_per_unit: 3 } }
-  - { key: a, value: tb, rate_limit: { algorithm: token_bucket, unit: hour, requests_per_unit: 1, burst: 3 } }
-  - { key: a, value: gcra, rate_limit: { algorithm: gcra, unit: hour, requests_per_unit: 3 } }
+- { key: a, value: fw, rate_limit: { window: 30d, requests_per_unit: 3 } }
+- { key: a, value: sl, rate_limit: { algorithm: sliding_log, window: 90s, requests_per_unit: 3 } }
+- { key: a, value: sw, rate_limit: { algorithm: sliding_window, unit: hour, requests_per_unit: 3 } }
+- { key: a, value: tb, rate_limit: { algorithm: token_bucket, unit: hour, requests_per_unit: 1, burst: 3 } }
+- { key: a, value: gcra, rate_limit: { algorithm: gcra, unit: hour, requests_per_unit: 3 } }
 `;
-      const { grpc, get } = await serve(yaml, { store: storeCase.store() });
-      for (const algorithm of ['fw', 'sl', 'sw', 'tb', 'gcra']) {
-        const answers = [];
-        for (let i = 0; i < 5; i++)
-          answers.push(
-            (await grpc.shouldRateLimit({ domain: 'algos', descriptors: [descriptor(['a', algorithm])] })).overallCode,
-          );
-        assert.deepEqual(answers, ['OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'], algorithm);
-      }
-      const config = (await get('/rlconfig')).text;
-      for (const line of [
-        'algos.a_fw: fixed-window 3 per 30d (requests_per_unit=3, unit=UNKNOWN)',
-        'algos.a_sl: sliding-log 3 per 90s',
-        'algos.a_sw: sliding-window 3 per 1h',
-        'algos.a_tb: token-bucket 3 per 3h',
-        'algos.a_gcra: gcra 3 per 1h',
-      ]) {
-        assert.ok(config.includes(line), `${line} in\n${config}`);
-      }
-    });
-
-    it('adds the draft-11 RateLimit headers to response_headers_to_add when asked', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store(), responseHeaders: true });
-      const answer = await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/login'])] });
-      assert.deepEqual(
-        answer.responseHeadersToAdd?.map((h) => h.key),
-        ['RateLimit-Policy', 'RateLimit'],
-      );
-      assert.equal(answer.responseHeadersToAdd?.[0]?.value, '"2-per-1h";q=2;w=3600');
-      assert.match(answer.responseHeadersToAdd?.[1]?.value ?? '', /^"2-per-1h";r=1;t=\d+$/);
-    });
-
-    it('blocks a descriptor with the penalty box', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store(), penalty: { after: 1, block: '2h' } });
-      const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+    const { grpc, get } = await serve(yaml, onRedis());
+    for (const algorithm of ['fw', 'sl', 'sw', 'tb', 'gcra']) {
       const answers = [];
-      for (let i = 0; i < 4; i++) answers.push(await grpc.shouldRateLimit(login));
-      assert.deepEqual(
-        answers.map((a) => a.overallCode),
-        ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'],
-      );
-      // Blocked for 2 h after the first denial: longer than any rest of the hour's window.
-      assert.ok((answers[3]?.statuses[0]?.durationUntilReset?.seconds ?? 0) > 3600, JSON.stringify(answers[3]));
-    });
-
-    // The state is deleted behind the service's back, which only Redis allows.
-    if (storeCase.inRedis) {
-      it('answers repeat denials from the denied cache', async () => {
-        const redis = storeCase.redis ?? assert.fail('a Redis case has a client');
-        const prefix = uniquePrefix();
-        const { grpc } = await serve(RULES, { store: storeCase.store(), prefix, deniedCache: { maxKeys: 100 } });
-        const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
-        const answers = [];
-        for (let i = 0; i < 3; i++) answers.push((await grpc.shouldRateLimit(login)).overallCode);
-        // With its state gone from Redis, only the cache can still deny the descriptor.
-        await redis.del(...(await keysWithTtl(redis, prefix)).keys());
-        answers.push((await grpc.shouldRateLimit(login)).overallCode);
-        assert.deepEqual(answers, ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
-      });
+      for (let i = 0; i < 5; i++)
+        answers.push(
+          (await grpc.shouldRateLimit({ domain: 'algos', descriptors: [descriptor(['a', algorithm])] })).overallCode,
+        );
+      assert.deepEqual(answers, ['OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'], algorithm);
     }
-
-    it('in global shadow mode answers OK while the statuses tell', async () => {
-      const { grpc } = await serve(RULES, { store: storeCase.store(), shadow: true });
-      const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
-      await grpc.shouldRateLimit(login);
-      await grpc.shouldRateLimit(login);
-      const third = await grpc.shouldRateLimit(login);
-      assert.deepEqual([third.overallCode, third.statuses[0]?.code], ['OK', 'OVER_LIMIT']);
-    });
+    const config = (await get('/rlconfig')).text;
+    for (const line of [
+      'algos.a_fw: fixed-window 3 per 30d (requests_per_unit=3, unit=UNKNOWN)',
+      'algos.a_sl: sliding-log 3 per 90s',
+      'algos.a_sw: sliding-window 3 per 1h',
+      'algos.a_tb: token-bucket 3 per 3h',
+      'algos.a_gcra: gcra 3 per 1h',
+    ]) {
+      assert.ok(config.includes(line), `${line} in\n${config}`);
+    }
   });
-}
+
+  it('adds the draft-11 RateLimit headers to response_headers_to_add when asked', async () => {
+    const { grpc } = await serve(RULES, [...onRedis(), '--response-headers']);
+    const answer = await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/login'])] });
+    assert.deepEqual(
+      answer.responseHeadersToAdd?.map((h) => h.key),
+      ['RateLimit-Policy', 'RateLimit'],
+    );
+    assert.equal(answer.responseHeadersToAdd?.[0]?.value, '"2-per-1h";q=2;w=3600');
+    assert.match(answer.responseHeadersToAdd?.[1]?.value ?? '', /^"2-per-1h";r=1;t=\d+$/);
+  });
+
+  it('blocks a descriptor with the penalty box', async () => {
+    const { grpc } = await serve(RULES, [...onRedis(), '--penalty', '1/2h']);
+    const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await grpc.shouldRateLimit(login));
+    assert.deepEqual(
+      answers.map((a) => a.overallCode),
+      ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT'],
+    );
+    // Blocked for 2 h after the first denial: longer than any rest of the hour's window.
+    assert.ok((answers[3]?.statuses[0]?.durationUntilReset?.seconds ?? 0) > 3600, JSON.stringify(answers[3]));
+  });
+
+  it('answers repeat denials from the denied cache', async () => {
+    const prefix = uniquePrefix();
+    const { grpc } = await serve(RULES, [...onRedis(prefix), '--denied-cache', '100']);
+    const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push((await grpc.shouldRateLimit(login)).overallCode);
+    // With its state gone from Redis, only the cache can still deny the descriptor.
+    await redis.del(...(await keysWithTtl(redis, prefix)).keys());
+    answers.push((await grpc.shouldRateLimit(login)).overallCode);
+    assert.deepEqual(answers, ['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+  });
+
+  it('in global shadow mode answers OK while the statuses tell', async () => {
+    const { grpc } = await serve(RULES, [...onRedis(), '--shadow']);
+    const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'])] };
+    await grpc.shouldRateLimit(login);
+    await grpc.shouldRateLimit(login);
+    const third = await grpc.shouldRateLimit(login);
+    assert.deepEqual([third.overallCode, third.statuses[0]?.code], ['OK', 'OVER_LIMIT']);
+  });
+});
 
 describe('sluice serve over HTTP', () => {
   it('POST /json takes and returns the proto3 JSON mapping: 200, 429, and 400 as problem+json', async () => {
-    const { json } = await serve(RULES, { store: harness.cases[0]?.store() ?? assert.fail() });
+    const { json } = await serve(RULES, onRedis());
     const login = { domain: 'edge', descriptors: [{ entries: [{ key: 'path', value: '/login' }] }] };
     const first = await json(login);
     assert.equal(first.status, 200);
@@ -431,7 +373,7 @@ describe('sluice serve over HTTP', () => {
   });
 
   it('GET /healthcheck, /metrics and /rlconfig', async () => {
-    const { grpc, get } = await serve(RULES, { store: harness.cases[0]?.store() ?? assert.fail() });
+    const { grpc, get } = await serve(RULES, onRedis());
     assert.deepEqual(await get('/healthcheck'), { status: 200, text: 'OK\n' });
     for (let i = 0; i < 3; i++)
       await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/login'])] });
@@ -464,38 +406,18 @@ describe('sluice serve over HTTP', () => {
   });
 });
 
-describe('sluice serve on one Redis', () => {
-  it('two instances sharing one Redis admit exactly the limit together', async () => {
-    const yaml = 'domain: shared\ndescriptors:\n  - { key: k, rate_limit: { unit: hour, requests_per_unit: 25 } }\n';
-    const prefix = uniquePrefix();
-    const store = harness.cases.find((c) => c.name === 'redis (ioredis)')?.store() ?? assert.fail();
-    const [a, b] = [await serve(yaml, { store, prefix }), await serve(yaml, { store, prefix })];
-    const calls = Array.from({ length: 120 }, (_, i) =>
-      (i % 2 === 0 ? a : b).grpc.shouldRateLimit({ domain: 'shared', descriptors: [descriptor(['k', 'v'])] }),
-    );
-    const answers = await Promise.all(calls);
-    assert.equal(answers.filter((r) => r.overallCode === 'OK').length, 25);
-  });
-
-  it('answers /healthcheck 500 while Redis is down and the service denies then', async () => {
-    const { startRedisServer } = await import('../../src/cli/redis-server.js');
-    const { Redis } = await import('ioredis');
-    const { redisStore } = await import('../../src/index.js');
-    const server = await startRedisServer();
-    const client = new Redis(server.url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => 100,
-    });
-    client.on('error', () => undefined);
+describe('sluice serve while Redis is down', () => {
+  it('answers /healthcheck 500 and denies with --on-store-error deny, and 200 without', async () => {
+    const down = await startRedisServer();
     try {
-      await new Promise((resolve) => client.once('ready', resolve));
-      // Without an offline queue the client fails at once while Redis is down, so the timeout only meets
-      // the calls Redis answers: a generous one keeps a loaded machine's slow reply from reading as a failure.
-      const denying = await serve(RULES, { store: redisStore(client), onStoreError: 'deny', timeout: '30s' });
-      const allowing = await serve(RULES, { store: redisStore(client), timeout: '30s' });
+      // Without an offline queue the service fails a call at once while Redis is down, so the timeout
+      // only meets the calls Redis answers: a generous one keeps a loaded machine's slow reply from
+      // reading as a failure.
+      const flags = ['--redis', down.url, '--timeout', '30s'];
+      const denying = await serve(RULES, [...flags, '--on-store-error', 'deny']);
+      const allowing = await serve(RULES, flags);
       assert.equal((await denying.get('/healthcheck')).status, 200);
-      await server.stop();
+      await down.stop();
       assert.equal((await denying.get('/healthcheck')).status, 500);
       assert.equal((await allowing.get('/healthcheck')).status, 200);
       assert.equal(
@@ -504,206 +426,9 @@ describe('sluice serve on one Redis', () => {
         'OVER_LIMIT',
       );
     } finally {
-      client.disconnect();
+      await down.stop();
     }
   });
-});
-
-describe('sluice serve configuration', () => {
-  it('reloads a valid change, and refuses a bad one while the old config keeps serving', async () => {
-    const lines: string[] = [];
-    const r = await serve(
-      'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 1 } }\n',
-      { store: harness.cases[0]?.store() ?? assert.fail(), log: (line) => lines.push(line) },
-    );
-    const ask = async (value: string) =>
-      (await r.grpc.shouldRateLimit({ domain: 'hot', descriptors: [descriptor(['k', value])] })).statuses[0]
-        ?.currentLimit?.requestsPerUnit;
-    assert.equal(await ask('a'), 1);
-    await r.config.write(
-      'config.yaml',
-      'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n',
-    );
-    assert.equal(await r.server.reload(), true);
-    assert.equal(await ask('b'), 7);
-    await r.config.write(
-      'config.yaml',
-      'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: fortnight, requests_per_unit: 9 } }\n',
-    );
-    assert.equal(await r.server.reload(), false);
-    assert.equal(await ask('c'), 7);
-    assert.match(
-      lines.at(-1) ?? '',
-      /config .*config\.yaml at descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour or day .*; got "fortnight"; the change is refused and the previous config keeps serving$/,
-    );
-    // A file that is not config, or the same config again: nothing to reload, nothing logged.
-    await r.config.write(
-      'config.yaml',
-      'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n',
-    );
-    assert.equal(await r.server.reload(), true);
-    const logged = lines.length;
-    await r.config.write('serve.log', 'sluice serve: config reloaded\n');
-    assert.equal(await r.server.reload(), true);
-    assert.equal(lines.length, logged);
-  });
-
-  it('picks up a change to the watched directory by itself, failing no call meanwhile', async () => {
-    const r = await serve(
-      'domain: watched\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 1000 } }\n',
-      { store: harness.cases[0]?.store() ?? assert.fail(), watch: true },
-    );
-    const ask = async () =>
-      (await r.grpc.shouldRateLimit({ domain: 'watched', descriptors: [descriptor(['k', 'v'])] })).statuses[0]
-        ?.currentLimit?.requestsPerUnit;
-    await r.config.write(
-      'more.yaml',
-      'domain: watched\ndescriptors:\n  - { key: other, rate_limit: { unit: minute, requests_per_unit: 3 } }\n',
-    );
-    let rounds = 0;
-    // Calls keep going, 16 at a time, while the watcher reloads; every one must succeed.
-    while (!(await r.get('/rlconfig')).text.includes('watched.other')) {
-      assert.deepEqual(new Set(await Promise.all(Array.from({ length: 16 }, ask))), new Set([1000]));
-      assert.ok(++rounds < 2000, 'the change was not picked up');
-    }
-    // And reloads back to back under the same load.
-    const reloads = Promise.all(Array.from({ length: 5 }, () => r.server.reload()));
-    assert.deepEqual(new Set(await Promise.all(Array.from({ length: 64 }, ask))), new Set([1000]));
-    assert.deepEqual(await reloads, [true, true, true, true, true]);
-    assert.equal(
-      (await r.grpc.shouldRateLimit({ domain: 'watched', descriptors: [descriptor(['other', 'x'])] })).statuses[0]
-        ?.currentLimit?.requestsPerUnit,
-      3,
-    );
-  });
-
-  it('merges the files of one domain, and refuses a descriptor defined in two of them', async () => {
-    const config = await configDir({ 'a.yaml': ONE_DOMAIN, 'b.yaml': ONE_DOMAIN });
-    try {
-      await assert.rejects(loadConfig(config.dir), {
-        name: 'InvalidConfigError',
-        message: `sluice: config ${config.dir}/b.yaml at descriptors[0]: duplicate descriptor: key "k" is already defined in ${config.dir}/a.yaml`,
-      });
-    } finally {
-      await config.remove();
-    }
-  });
-
-  it('refuses bad options, before anything listens', async () => {
-    const config = await configDir({ 'rules.yaml': ONE_DOMAIN });
-    const store = harness.cases[0]?.store() ?? assert.fail();
-    try {
-      for (const [options, message] of [
-        [
-          { config: config.dir, store, grpcPort: 0, httpPort: 0, shadowMode: true },
-          /createServer has no option "shadowMode"/,
-        ],
-        [
-          { config: config.dir, store, grpcPort: 70000 },
-          /option "grpcPort" must be a port number from 0 to 65535; got 70000/,
-        ],
-        [
-          { config: config.dir, store, onStoreError: 'fail' },
-          /option "onStoreError" must be 'allow' or 'deny'; got "fail"/,
-        ],
-        [{ config: config.dir, store: {} }, /option "store" must be a store/],
-        [{ config: '', store }, /option "config" must be the path of a configuration file or directory/],
-      ] as const) {
-        await assert.rejects(
-          createServer(options as unknown as ServeOptions),
-          (error: unknown) => error instanceof InvalidOptionError && message.test(error.message),
-        );
-      }
-    } finally {
-      await config.remove();
-    }
-  });
-
-  const bad: [string, string, RegExp][] = [
-    ['bad YAML', 'domain: [x\n', /at: bad YAML|: bad YAML/],
-    [
-      'an unknown field',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limt: { unit: second, requests_per_unit: 1 }\n',
-      /at descriptors\[0\]\.rate_limt: unknown field "rate_limt"/,
-    ],
-    ['an empty domain', 'domain: ""\ndescriptors: []\n', /at domain: must be a non-empty string; got ""/],
-    ['a duplicate domain', 'domain: d\n---\ndomain: d\n', /at domain: duplicate domain in one file.*; got "d"/],
-    [
-      'an empty key',
-      'domain: d\ndescriptors:\n  - key: ""\n',
-      /at descriptors\[0\]\.key: must be a non-empty string; got ""/,
-    ],
-    [
-      'a non-string key',
-      'domain: d\ndescriptors:\n  - key: 12\n',
-      /at descriptors\[0\]\.key: must be a non-empty string; got 12/,
-    ],
-    [
-      'a duplicate key',
-      'domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n',
-      /at descriptors\[1\]: duplicate descriptor: key "k" with value "v" is already defined/,
-    ],
-    [
-      'a bad unit',
-      'domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: { unit: week, requests_per_unit: 1 }\n',
-      /at descriptors\[0\]\.descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour or day.*; got "week"/,
-    ],
-    [
-      'unlimited with a unit',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unlimited: true, unit: second }\n',
-      /at descriptors\[0\]\.rate_limit\.unit: "unlimited: true" takes no unit; got "second"/,
-    ],
-    [
-      'replaces naming itself',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, name: n, replaces: [{ name: n }] }\n',
-      /at descriptors\[0\]\.rate_limit\.replaces: a rate limit cannot replace itself \("n"\)/,
-    ],
-    [
-      'replaces naming nothing',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, replaces: [{ name: ghost }] }\n',
-      /at descriptors\[0\]\.rate_limit\.replaces: names no rate limit of domain "d"; got "ghost"/,
-    ],
-    [
-      'a list where a map belongs',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: [1, 2]\n',
-      /at descriptors\[0\]\.rate_limit: must be a map; got an array/,
-    ],
-    [
-      'a bad algorithm',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { algorithm: leaky, unit: second, requests_per_unit: 1 }\n',
-      /at descriptors\[0\]\.rate_limit\.algorithm: must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra; got "leaky"/,
-    ],
-    [
-      'a bad window',
-      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { window: 5 minutes, requests_per_unit: 1 }\n',
-      /at descriptors\[0\]\.rate_limit\.window: must be a duration .*; got "5 minutes"/,
-    ],
-  ];
-  for (const [what, yaml, message] of bad) {
-    it(`refuses ${what} with a typed error naming the file, the path and the value`, async () => {
-      const config = await configDir({ 'rules.yaml': yaml });
-      try {
-        await assert.rejects(
-          createServer({
-            config: config.dir,
-            store: harness.cases[0]?.store() ?? assert.fail(),
-            grpcPort: 0,
-            httpPort: 0,
-            watch: false,
-          }),
-          (error: unknown) => {
-            assert.ok(error instanceof InvalidConfigError, String(error));
-            assert.equal(error.code, 'SLUICE_INVALID_CONFIG');
-            assert.ok(error.message.startsWith(`sluice: config ${config.dir}/rules.yaml`), error.message);
-            assert.match(error.message, message);
-            return true;
-          },
-        );
-      } finally {
-        await config.remove();
-      }
-    });
-  }
 });
 
 /** Reads a protobuf message into its fields by number: varints as numbers, length-delimited ones as bytes. */
@@ -735,8 +460,8 @@ function protoFields(bytes: Buffer): Map<number, (number | Buffer)[]> {
 describe('sluice serve on the wire', () => {
   it("answers Envoy's bytes at Envoy's method path with Envoy's field numbers", async () => {
     const grpcJs = await import('@grpc/grpc-js');
-    const { server } = await serve(RULES, { store: harness.cases[0]?.store() ?? assert.fail() });
-    const client = new grpcJs.Client(`127.0.0.1:${server.grpcPort}`, grpcJs.credentials.createInsecure());
+    const { grpcPort } = await serve(RULES, onRedis());
+    const client = new grpcJs.Client(`127.0.0.1:${grpcPort}`, grpcJs.credentials.createInsecure());
     // RateLimitRequest { domain: "edge" (1), descriptors (2): [{ entries (1): [{ key (1): "path", value (2): "/login" }] }], hits_addend (3): 1 }
     const entry = Buffer.from([0x0a, 4, ...Buffer.from('path'), 0x12, 6, ...Buffer.from('/login')]);
     const request = Buffer.from([
@@ -775,47 +500,126 @@ describe('sluice serve on the wire', () => {
 
 describe('examples/service/ratelimit.yaml', () => {
   it('loads, and decides by its rules', async () => {
-    const config = await loadConfig('examples/service/ratelimit.yaml');
-    assert.deepEqual([...config.domains.keys()], ['edge', 'api']);
+    const { grpc } = await services.start(['--config', 'examples/service/ratelimit.yaml', '--no-watch', ...onRedis()]);
+    const login = { domain: 'edge', descriptors: [descriptor(['path', '/login'], ['remote_address', '10.1.1.1'])] };
+    assert.deepEqual((await grpc.shouldRateLimit(login)).statuses[0]?.currentLimit, {
+      requestsPerUnit: 5,
+      unit: 'MINUTE',
+    });
+    assert.equal(
+      (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/healthz'])] })).statuses[0]
+        ?.limitRemaining,
+      4294967295,
+    );
+    const exports = [];
+    for (let i = 0; i < 4; i++)
+      exports.push(
+        (await grpc.shouldRateLimit({ domain: 'api', descriptors: [descriptor(['action', 'export'])] })).overallCode,
+      );
+    assert.deepEqual(exports, ['OK', 'OK', 'OK', 'OVER_LIMIT']);
+  });
+});
+
+describe('createServer(), the embedding API', () => {
+  it('reload() takes a valid change, and refuses a bad one while the old config keeps serving', async () => {
+    const lines: string[] = [];
+    const config = await configDir({
+      'config.yaml': 'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 1 } }\n',
+    });
+    configs.push(config);
     const server = await createServer({
-      config: 'examples/service/ratelimit.yaml',
-      store: harness.cases[0]?.store() ?? assert.fail(),
+      config: config.dir,
+      store: memoryStore(),
       grpcPort: 0,
       httpPort: 0,
       host: '127.0.0.1',
       watch: false,
+      log: (line) => lines.push(line),
     });
     const grpc = rlsClient(server.grpcPort);
     try {
-      const login = {
-        domain: 'edge',
-        descriptors: [
-          {
-            entries: [
-              { key: 'path', value: '/login' },
-              { key: 'remote_address', value: '10.1.1.1' },
-            ],
-          },
-        ],
-      };
-      assert.deepEqual((await grpc.shouldRateLimit(login)).statuses[0]?.currentLimit, {
-        requestsPerUnit: 5,
-        unit: 'MINUTE',
-      });
-      assert.equal(
-        (await grpc.shouldRateLimit({ domain: 'edge', descriptors: [descriptor(['path', '/healthz'])] })).statuses[0]
-          ?.limitRemaining,
-        4294967295,
+      const ask = async (value: string) =>
+        (await grpc.shouldRateLimit({ domain: 'hot', descriptors: [descriptor(['k', value])] })).statuses[0]
+          ?.currentLimit?.requestsPerUnit;
+      assert.equal(await ask('a'), 1);
+      await config.write(
+        'config.yaml',
+        'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n',
       );
-      const exports = [];
-      for (let i = 0; i < 4; i++)
-        exports.push(
-          (await grpc.shouldRateLimit({ domain: 'api', descriptors: [descriptor(['action', 'export'])] })).overallCode,
-        );
-      assert.deepEqual(exports, ['OK', 'OK', 'OK', 'OVER_LIMIT']);
+      assert.equal(await server.reload(), true);
+      assert.equal(await ask('b'), 7);
+      await config.write(
+        'config.yaml',
+        'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: fortnight, requests_per_unit: 9 } }\n',
+      );
+      assert.equal(await server.reload(), false);
+      assert.equal(await ask('c'), 7);
+      assert.match(
+        lines.at(-1) ?? '',
+        /config .*config\.yaml at descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour or day .*; got "fortnight"; the change is refused and the previous config keeps serving$/,
+      );
+      // A file that is not config, or the same config again: nothing to reload, nothing logged.
+      await config.write(
+        'config.yaml',
+        'domain: hot\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n',
+      );
+      assert.equal(await server.reload(), true);
+      const logged = lines.length;
+      await config.write('serve.log', 'sluice serve: config reloaded\n');
+      assert.equal(await server.reload(), true);
+      assert.equal(lines.length, logged);
     } finally {
       grpc.close();
       await server.close();
     }
+  });
+
+  it('refuses bad options, before anything listens', async () => {
+    const config = await configDir({ 'rules.yaml': ONE_DOMAIN });
+    const store = memoryStore();
+    try {
+      for (const [options, message] of [
+        [
+          { config: config.dir, store, grpcPort: 0, httpPort: 0, shadowMode: true },
+          /createServer has no option "shadowMode"/,
+        ],
+        [
+          { config: config.dir, store, grpcPort: 70000 },
+          /option "grpcPort" must be a port number from 0 to 65535; got 70000/,
+        ],
+        [
+          { config: config.dir, store, onStoreError: 'fail' },
+          /option "onStoreError" must be 'allow' or 'deny'; got "fail"/,
+        ],
+        [{ config: config.dir, store: {} }, /option "store" must be a store/],
+        [{ config: '', store }, /option "config" must be the path of a configuration file or directory/],
+      ] as const) {
+        await assert.rejects(
+          createServer(options as unknown as ServeOptions),
+          (error: unknown) => error instanceof InvalidOptionError && message.test(error.message),
+        );
+      }
+    } finally {
+      await config.remove();
+    }
+  });
+
+  it('rejects a bad config with InvalidConfigError, its file, path and value as fields', async () => {
+    const config = await configDir({
+      'rules.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: week, requests_per_unit: 1 }\n',
+    });
+    configs.push(config);
+    await assert.rejects(
+      createServer({ config: config.dir, store: memoryStore(), grpcPort: 0, httpPort: 0, watch: false }),
+      (error: unknown) => {
+        assert.ok(error instanceof InvalidConfigError, String(error));
+        assert.equal(error.code, 'SLUICE_INVALID_CONFIG');
+        assert.deepEqual(
+          [error.file, error.path, error.value],
+          [`${config.dir}/rules.yaml`, 'descriptors[0].rate_limit.unit', 'week'],
+        );
+        return true;
+      },
+    );
   });
 });

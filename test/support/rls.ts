@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -41,12 +41,20 @@ export function descriptor(...pairs: [string, string][]): { entries: { key: stri
   return { entries: pairs.map(([key, value]) => ({ key, value })) };
 }
 
-/** A temporary directory holding `files` (name to text); removed by the returned function. */
+/**
+ * A temporary directory holding `files` (name to text); removed by the returned function. `write`
+ * replaces a file whole, as a ConfigMap update does: a watcher never reads it half written.
+ */
 export async function configDir(
   files: Record<string, string>,
 ): Promise<{ dir: string; write(name: string, text: string): Promise<void>; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-serve-'));
-  const write = (name: string, text: string) => writeFile(join(dir, name), text);
+  const write = async (name: string, text: string) => {
+    // A hidden name, which the service does not read as config.
+    const draft = join(dir, `.${name}.draft`);
+    await writeFile(draft, text);
+    await rename(draft, join(dir, name));
+  };
   await Promise.all(Object.entries(files).map(([name, text]) => write(name, text)));
   return { dir, write, remove: () => rm(dir, { recursive: true, force: true }) };
 }

@@ -167,6 +167,9 @@ node:http2's and node:http's about as much as the service.
   own CPU µs, and at most the CPUs times 1,000,000 over the sum of the three columns: what the load processes spend is
   CPU the service cannot have. The library is bounded alike by its callers column (its own process) and by the sum of
   its two. On a larger machine, with the callers elsewhere (as Envoy is), only the service's own column bounds it.
+- \`npm run bench:serve -- --floor\` also measures servers that answer a constant and decide nothing (bare @grpc/grpc-js,
+  bare node:http2, bare node:http; \`bench/serve-floor.ts\`): what each transport alone costs one Node process per call
+  ([service.md](service.md), "Performance").
 
 ${rows}`;
 }

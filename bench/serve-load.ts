@@ -3,7 +3,8 @@ import { run, type Decide, type Run } from './measure.js';
 
 /**
  * One load-generating process of bench/serve.ts: it holds its own gRPC connection and its own
- * HTTP connections, runs what the bench orders, and answers with the run and the CPU time it spent.
+ * HTTP connections to each server it asks, runs what the bench orders, and answers with the run and
+ * the CPU time it spent.
  *
  * Both clients are written over node:net, sending requests prepared once per key, as a load
  * generator such as h2load or wrk does: on a machine of few cores, whatever CPU the callers spend
@@ -12,8 +13,8 @@ import { run, type Decide, type Run } from './measure.js';
  */
 export interface LoadOrder {
   readonly transport: 'grpc' | 'json';
-  readonly grpcPort: number;
-  readonly httpPort: number;
+  /** The server's port for that transport: `sluice serve`'s or a floor server's (bench/serve-floor.ts). */
+  readonly port: number;
   readonly keys: readonly string[];
   readonly inFlight: number;
   readonly durationMs: number;
@@ -282,16 +283,19 @@ function jsonClient(port: number, sockets: number, keys: readonly string[]): Cli
   };
 }
 
-const clients = new Map<LoadOrder['transport'], Client>();
+// One client per transport and port, kept across runs: the bench keeps every server it asks running
+// until it ends, so a port names one server.
+const clients = new Map<string, Client>();
 
 async function carryOut(order: LoadOrder): Promise<LoadReply> {
-  let client = clients.get(order.transport);
+  const name = `${order.transport}:${order.port}`;
+  let client = clients.get(name);
   if (client === undefined) {
     client =
       order.transport === 'grpc'
-        ? grpcClient(order.grpcPort, order.keys)
-        : jsonClient(order.httpPort, order.inFlight, order.keys);
-    clients.set(order.transport, client);
+        ? grpcClient(order.port, order.keys)
+        : jsonClient(order.port, order.inFlight, order.keys);
+    clients.set(name, client);
   }
   const before = process.cpuUsage();
   const result = await run(client.decide, order.keys, order.inFlight, order.durationMs);

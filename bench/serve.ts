@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../src/cli/redis-server.js';
 import { createLimiter, fixedWindow, redisStore } from '../dist/esm/index.js';
 import { combine, keysFor, median, run, type Decide, type Run, type Sample } from './measure.js';
+import { FLOOR_KINDS, startFloorServer, type FloorKind, type FloorServer } from './serve-floor.js';
 import type { LoadOrder, LoadReply } from './serve-load.js';
 
 /**
@@ -16,21 +17,36 @@ import type { LoadOrder, LoadReply } from './serve-load.js';
  * each with its own connections, which share the calls in flight: one client in this process could
  * not send them as fast as the service answers. Every key stays under its limit, so each call is a
  * full decision that counts.
+ *
+ * With `floor`, the same loads also ask, in the same rounds, servers that answer a constant and
+ * decide nothing (bench/serve-floor.ts): what a transport alone costs one Node process per call.
  */
 export interface ServeBench {
   readonly inProcess: ServeSample;
   readonly grpc: ServeSample;
   readonly json: ServeSample;
+  /** With `floor`: each floor server, asked as the service is. */
+  readonly floor?: Readonly<Record<FloorKind, ServeSample>>;
   readonly loadProcesses: number;
 }
 
 export interface ServeSample extends Sample {
   /**
    * CPU time per decision, in microseconds, of: the processes asking (this one for the library,
-   * which decides in it; the load processes for the service), the service, and Redis. NaN where
-   * it could not be read (a service's CPU is read from /proc, on Linux only).
+   * which decides in it; the load processes for a server), the server asked (the service, or a
+   * floor server), that server's main thread alone, and Redis. NaN where it could not be read (a
+   * server's CPU is read from /proc, on Linux only).
    */
-  readonly cpuMicros: { readonly callers: number; readonly service: number; readonly redis: number };
+  readonly cpuMicros: {
+    readonly callers: number;
+    readonly service: number;
+    /**
+     * The thread that runs the server's JavaScript, which one core bounds; its other threads
+     * (the garbage collector's helpers, libuv's) can run beside it on another.
+     */
+    readonly serviceMainThread: number;
+    readonly redis: number;
+  };
 }
 
 /** Calls in flight at once, as the issue's target states it. */
@@ -48,10 +64,13 @@ function share(total: number, parts: number, i: number): number {
 // Linux counts a process's CPU time in clock ticks of 1/100 s (USER_HZ).
 const TICKS_PER_SECOND = 100;
 
-/** The CPU time a process has used so far, in microseconds, from /proc; NaN elsewhere. */
-async function processCpuMicros(pid: number | undefined): Promise<number> {
+/**
+ * The CPU time a process has used so far, in microseconds, from /proc; NaN elsewhere. With
+ * `mainThread`, its main thread's alone (Linux gives it the process's id).
+ */
+async function processCpuMicros(pid: number | undefined, mainThread = false): Promise<number> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const stat = await readFile(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
     // After the command's name (in parentheses, and it may hold spaces): utime and stime are the 12th and 13th.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
@@ -111,12 +130,23 @@ function best(samples: readonly ServeSample[]): ServeSample {
     cpuMicros: {
       callers: middle((s) => s.cpuMicros.callers),
       service: middle((s) => s.cpuMicros.service),
+      serviceMainThread: middle((s) => s.cpuMicros.serviceMainThread),
       redis: middle((s) => s.cpuMicros.redis),
     },
   };
 }
 
-/** `redisUrl`: the Redis to count in (the service uses its own prefix); without it, a private redis-server. */
+/** A server the loads ask on one transport: its process, whose CPU time is counted, and its port. */
+interface Asked {
+  readonly pid: number | undefined;
+  readonly transport: LoadOrder['transport'];
+  readonly port: number;
+}
+
+/**
+ * `redisUrl`: the Redis to count in (the service uses its own prefix); without it, a private
+ * redis-server. `floor`: measure the floor servers too.
+ */
 export async function benchServe(options: {
   inFlight: number;
   keys: number;
@@ -124,6 +154,7 @@ export async function benchServe(options: {
   runs: number;
   loadProcesses: number;
   redisUrl?: string;
+  floor?: boolean;
 }): Promise<ServeBench> {
   const own = options.redisUrl === undefined ? await startRedisServer() : undefined;
   const url = options.redisUrl ?? (own as { url: string }).url;
@@ -153,6 +184,7 @@ export async function benchServe(options: {
   );
   const redis = new Redis(url);
   const loads = await startLoads(options.loadProcesses);
+  const floors: FloorServer[] = [];
   try {
     const ports = await new Promise<{ grpc: number; http: number }>((resolve, reject) => {
       let text = '';
@@ -169,38 +201,51 @@ export async function benchServe(options: {
       prefix: 'bench-inprocess',
     });
     const keys = keysFor(options.keys);
+    if (options.floor)
+      floors.push(...(await Promise.all(Object.keys(FLOOR_KINDS).map((kind) => startFloorServer(kind as FloorKind)))));
 
-    /** Runs `calls` (which answers with its runs and their callers' CPU time) and reads everyone's CPU around it. */
-    async function sample(calls: () => Promise<{ runs: Run[]; callersMicros: number }>): Promise<ServeSample> {
-      const before = { service: await processCpuMicros(service.pid), redis: await redisCpuMicros(redis) };
+    /**
+     * Runs `calls` (which answers with its runs and their callers' CPU time) and reads the CPU time
+     * of the server process `pid` (none in process) and of Redis around it.
+     */
+    async function sample(
+      pid: number | undefined,
+      calls: () => Promise<{ runs: Run[]; callersMicros: number }>,
+    ): Promise<ServeSample> {
+      const cpu = async () => ({
+        service: await processCpuMicros(pid),
+        serviceMainThread: await processCpuMicros(pid, true),
+        redis: await redisCpuMicros(redis),
+      });
+      const before = await cpu();
       const { runs, callersMicros } = await calls();
-      const after = { service: await processCpuMicros(service.pid), redis: await redisCpuMicros(redis) };
+      const after = await cpu();
       const decisions = runs.reduce((sum, r) => sum + r.done, 0);
       return {
         ...combine(runs),
         cpuMicros: {
           callers: callersMicros / decisions,
           service: (after.service - before.service) / decisions,
+          serviceMainThread: (after.serviceMainThread - before.serviceMainThread) / decisions,
           redis: (after.redis - before.redis) / decisions,
         },
       };
     }
     const inProcess = (durationMs: number) =>
-      sample(async () => {
+      sample(undefined, async () => {
         const before = process.cpuUsage();
         const decide: Decide = (key) => limiter.limit(key);
         const runs = [await run(decide, keys, options.inFlight, durationMs)];
         const used = process.cpuUsage(before);
         return { runs, callersMicros: used.user + used.system };
       });
-    const through = (transport: LoadOrder['transport'], durationMs: number) =>
-      sample(async () => {
+    const through = ({ pid, transport, port }: Asked, durationMs: number) =>
+      sample(pid, async () => {
         const replies = await Promise.all(
           loads.map((load, i) =>
             load.order({
               transport,
-              grpcPort: ports.grpc,
-              httpPort: ports.http,
+              port,
               // Each process takes every n-th key, so that all the keys see the same load.
               keys: keys.filter((_, k) => k % loads.length === i),
               inFlight: share(options.inFlight, loads.length, i),
@@ -214,24 +259,33 @@ export async function benchServe(options: {
         };
       });
 
-    const samples: Record<'inProcess' | 'grpc' | 'json', ServeSample[]> = { inProcess: [], grpc: [], json: [] };
+    const asked = new Map<'grpc' | 'json' | FloorKind, Asked>([
+      ['grpc', { pid: service.pid, transport: 'grpc', port: ports.grpc }],
+      ['json', { pid: service.pid, transport: 'json', port: ports.http }],
+      ...floors.map(
+        ({ kind, pid, port }) => [kind, { pid, transport: kind === 'http' ? 'json' : 'grpc', port }] as const,
+      ),
+    ]);
+    const inProcessSamples: ServeSample[] = [];
+    const samples = new Map([...asked.keys()].map((path) => [path, [] as ServeSample[]]));
     // A short warm-up of each path (connections, script cache, JIT), then alternating timed runs.
     const warmUpMs = Math.min(500, options.durationMs);
     await inProcess(warmUpMs);
-    await through('grpc', warmUpMs);
-    await through('json', warmUpMs);
+    for (const server of asked.values()) await through(server, warmUpMs);
     for (let i = 0; i < options.runs; i++) {
-      samples.inProcess.push(await inProcess(options.durationMs));
-      samples.grpc.push(await through('grpc', options.durationMs));
-      samples.json.push(await through('json', options.durationMs));
+      inProcessSamples.push(await inProcess(options.durationMs));
+      for (const [path, server] of asked) samples.get(path)?.push(await through(server, options.durationMs));
     }
+    const of = (path: 'grpc' | 'json' | FloorKind) => best(samples.get(path) ?? []);
     return {
-      inProcess: best(samples.inProcess),
-      grpc: best(samples.grpc),
-      json: best(samples.json),
+      inProcess: best(inProcessSamples),
+      grpc: of('grpc'),
+      json: of('json'),
+      ...(options.floor && { floor: { 'grpc-js': of('grpc-js'), http2: of('http2'), http: of('http') } }),
       loadProcesses: loads.length,
     };
   } finally {
+    await Promise.all(floors.map((floor) => floor.stop()));
     for (const load of loads) load.stop();
     service.kill('SIGTERM');
     if (service.exitCode === null) await once(service, 'exit');
@@ -253,15 +307,51 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     durationMs: (flag('--seconds') ?? (quick ? 0.3 : 3)) * 1000,
     runs: flag('--runs') ?? (quick ? 1 : 5),
     loadProcesses: flag('--load-processes') ?? SERVE_LOAD_PROCESSES,
+    floor: process.argv.includes('--floor'),
   });
+  const library = result.inProcess.decisionsPerSecond;
   const micros = (n: number) => (Number.isNaN(n) ? 'n/a' : n.toFixed(0).padStart(4));
   const line = (name: string, s: ServeSample) =>
-    `${name.padEnd(20)} ${Math.round(s.decisionsPerSecond).toString().padStart(7)}/s ` +
-    `${((100 * s.decisionsPerSecond) / result.inProcess.decisionsPerSecond).toFixed(0).padStart(3)}% of in-process  ` +
+    `${name.padEnd(31)} ${Math.round(s.decisionsPerSecond).toString().padStart(7)}/s ` +
+    `${((100 * s.decisionsPerSecond) / library).toFixed(0).padStart(3)}% of in-process  ` +
     `p50 ${s.p50Ms.toFixed(2).padStart(6)} ms  p99 ${s.p99Ms.toFixed(2).padStart(6)} ms  ` +
-    `CPU µs/decision: callers ${micros(s.cpuMicros.callers)}, service ${micros(s.cpuMicros.service)}, Redis ${micros(s.cpuMicros.redis)}`;
-  console.log(`${SERVE_IN_FLIGHT} in flight; the service asked by ${result.loadProcesses} load processes`);
+    `CPU µs/call: callers ${micros(s.cpuMicros.callers)}, server ${micros(s.cpuMicros.service)} ` +
+    `(main thread ${micros(s.cpuMicros.serviceMainThread)}), Redis ${micros(s.cpuMicros.redis)}`;
+  console.log(`${SERVE_IN_FLIGHT} in flight; each server asked by ${result.loadProcesses} load processes`);
+  const served: [string, ServeSample][] = [
+    ['sluice serve, gRPC', result.grpc],
+    ['sluice serve, /json', result.json],
+  ];
   console.log(line('in-process library', result.inProcess));
-  console.log(line('sluice serve, gRPC', result.grpc));
-  console.log(line('sluice serve, /json', result.json));
+  for (const [name, s] of served) console.log(line(name, s));
+  if (result.floor) {
+    console.log('\nTransport floor: a constant answer, no decision (bench/serve-floor.ts), the same loads');
+    for (const kind of Object.keys(FLOOR_KINDS) as FloorKind[]) {
+      const s = result.floor[kind];
+      console.log(line(FLOOR_KINDS[kind], s));
+      served.push([FLOOR_KINDS[kind], s]);
+    }
+    // One Node process runs its JavaScript on one thread, so one core bounds it: 1,000,000 µs of CPU
+    // a second. Where its other threads (the garbage collector's helpers) get a second core, its
+    // main thread's CPU alone bounds it.
+    const half = library / 2;
+    console.log(
+      `\nThe most one Node process serves, 1,000,000 / server CPU µs per call (the process; its main thread alone), ` +
+        `against half the library, ${Math.round(half)}/s, which allows a server at most ${(1e6 / half).toFixed(0)} µs per call:`,
+    );
+    const most = (micros: number) => {
+      const perSecond = 1e6 / micros;
+      return `${Math.round(perSecond).toString().padStart(7)}/s ${(perSecond / library).toFixed(2)}x`;
+    };
+    for (const [name, s] of served) {
+      const { service, serviceMainThread } = s.cpuMicros;
+      const verdict =
+        1e6 / service >= half
+          ? 'reachable'
+          : 1e6 / serviceMainThread >= half
+            ? 'reachable only with its other threads on another core'
+            : 'out of reach';
+      console.log(`${name.padEnd(31)} ${most(service)}; ${most(serviceMainThread)}: 0.5x ${verdict}`);
+    }
+  }
 }

@@ -460,25 +460,36 @@ end
 -- tokenBucket() keep three bursts below it: a held one, one of debt, an asked one).
 -- This form reads the expiry with PEXPIRETIME (Redis 7.0); a server without it runs the other.
 ALG.gcra = {}
--- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
+-- How far ahead the key is, and what is wrong with it: nil, 'value' (not a remainder, read as 0),
+-- 'lost' (its expiry) or 'junk'. A key that is there and holds nothing wrong is ahead by over 0.
 local function gcra_ahead(key, now, p)
   local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
   local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
   local rem = whole(value)
+  local damage
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end
-    rem = 0
+    rem, damage = 0, 'value'
   elseif at == -1 then
     return p[1] * p[2], 'lost'
   end
   local ahead = (at - now) * p[3] - rem
   if ahead >= 2^53 then return 0, 'junk' end
-  return ahead
+  return ahead, damage
 end
-local function gcra_write(key, now, ahead, perMs)
+-- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
+-- wrong (else nil or false).
+local function gcra_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)
-  redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+  -- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates),
+  -- so only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
+  -- formatting cost (docs/performance.md).
+  if before and (ahead - before) % perMs == 0 then
+    redis.call('PEXPIREAT', key, digits(now + reset))
+  else
+    redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+  end
   return reset
 end
 function ALG.gcra.decide(key, cost, now, p, peek, state)
@@ -489,8 +500,9 @@ function ALG.gcra.decide(key, cost, now, p, peek, state)
   return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
 function ALG.gcra.admit(key, cost, now, p, state)
-  local after = state.ahead + cost * p[1]
-  return floor((p[1] * p[2] - after) / p[1]), gcra_write(key, now, after, p[3]), 0
+  local ahead = state.ahead
+  local after = ahead + cost * p[1]
+  return floor((p[1] * p[2] - after) / p[1]), gcra_write(key, now, after, p[3], not state.damage and ahead > 0 and ahead), 0
 end
 function ALG.gcra.keep(key, cost, now, p, state)
   if state.damage == 'lost' then
@@ -500,10 +512,10 @@ function ALG.gcra.keep(key, cost, now, p, state)
   end
 end
 function ALG.gcra.refund(key, cost, now, p)
-  local ahead = gcra_ahead(key, now, p)
+  local ahead, damage = gcra_ahead(key, now, p)
   if ahead == 0 then return false end
   local after = math.max(0, ahead - cost * p[1])
-  if after == 0 then redis.call('DEL', key) else gcra_write(key, now, after, p[3]) end
+  if after == 0 then redis.call('DEL', key) else gcra_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
 
@@ -697,25 +709,36 @@ end
 -- tokenBucket() keep three bursts below it: a held one, one of debt, an asked one).
 -- This form reads the expiry with PEXPIRETIME (Redis 7.0); a server without it runs the other.
 ALG.tb = {}
--- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
+-- How far ahead the key is, and what is wrong with it: nil, 'value' (not a remainder, read as 0),
+-- 'lost' (its expiry) or 'junk'. A key that is there and holds nothing wrong is ahead by over 0.
 local function tb_ahead(key, now, p)
   local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
   local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
   local rem = whole(value)
+  local damage
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end
-    rem = 0
+    rem, damage = 0, 'value'
   elseif at == -1 then
     return p[1] * p[2], 'lost'
   end
   local ahead = (at - now) * p[3] - rem
   if ahead >= 2^53 then return 0, 'junk' end
-  return ahead
+  return ahead, damage
 end
-local function tb_write(key, now, ahead, perMs)
+-- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
+-- wrong (else nil or false).
+local function tb_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)
-  redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+  -- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates),
+  -- so only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
+  -- formatting cost (docs/performance.md).
+  if before and (ahead - before) % perMs == 0 then
+    redis.call('PEXPIREAT', key, digits(now + reset))
+  else
+    redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+  end
   return reset
 end
 function ALG.tb.decide(key, cost, now, p, peek, state)
@@ -726,8 +749,9 @@ function ALG.tb.decide(key, cost, now, p, peek, state)
   return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
 function ALG.tb.admit(key, cost, now, p, state)
-  local after = state.ahead + cost * p[1]
-  return floor((p[1] * p[2] - after) / p[1]), tb_write(key, now, after, p[3]), 0
+  local ahead = state.ahead
+  local after = ahead + cost * p[1]
+  return floor((p[1] * p[2] - after) / p[1]), tb_write(key, now, after, p[3], not state.damage and ahead > 0 and ahead), 0
 end
 function ALG.tb.keep(key, cost, now, p, state)
   if state.damage == 'lost' then
@@ -737,10 +761,10 @@ function ALG.tb.keep(key, cost, now, p, state)
   end
 end
 function ALG.tb.refund(key, cost, now, p)
-  local ahead = tb_ahead(key, now, p)
+  local ahead, damage = tb_ahead(key, now, p)
   if ahead == 0 then return false end
   local after = math.max(0, ahead - cost * p[1])
-  if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3]) end
+  if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
 

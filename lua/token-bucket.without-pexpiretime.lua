@@ -283,8 +283,10 @@ end
 -- expiry within half a cycle (about six days) of now + PTTL, so that it is exact again. It is not a
 -- remainder for a server with PEXPIRETIME, which reads it as the expiry alone (after an upgrade:
 -- never too much); a value that is not in this form is read as on such a server, from now + PTTL.
+-- As the value holds the expiry, every write writes both.
 ALG.tb = {}
--- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
+-- How far ahead the key is, and what is wrong with it: nil, 'value' (not a remainder, read as 0),
+-- 'lost' (its expiry) or 'junk'. A key that is there and holds nothing wrong is ahead by over 0.
 local function tb_ahead(key, now, p)
   local at = redis.call('PTTL', key)
   if at == -2 then return 0 end
@@ -300,17 +302,20 @@ local function tb_ahead(key, now, p)
     end
   end
   if at ~= -1 and at <= now then return 0 end
+  local damage
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end
-    rem = 0
+    rem, damage = 0, 'value'
   elseif at == -1 then
     return p[1] * p[2], 'lost'
   end
   local ahead = (at - now) * p[3] - rem
   if ahead >= 2^53 then return 0, 'junk' end
-  return ahead
+  return ahead, damage
 end
-local function tb_write(key, now, ahead, perMs)
+-- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
+-- wrong (else nil or false).
+local function tb_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)
   redis.call('SET', key, digits((1000000000 + (now + reset) % 1000000000) * perMs + reset * perMs - ahead), 'PXAT', digits(now + reset))
   return reset
@@ -323,8 +328,9 @@ function ALG.tb.decide(key, cost, now, p, peek, state)
   return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
 function ALG.tb.admit(key, cost, now, p, state)
-  local after = state.ahead + cost * p[1]
-  return floor((p[1] * p[2] - after) / p[1]), tb_write(key, now, after, p[3]), 0
+  local ahead = state.ahead
+  local after = ahead + cost * p[1]
+  return floor((p[1] * p[2] - after) / p[1]), tb_write(key, now, after, p[3], not state.damage and ahead > 0 and ahead), 0
 end
 function ALG.tb.keep(key, cost, now, p, state)
   if state.damage == 'lost' then
@@ -334,10 +340,10 @@ function ALG.tb.keep(key, cost, now, p, state)
   end
 end
 function ALG.tb.refund(key, cost, now, p)
-  local ahead = tb_ahead(key, now, p)
+  local ahead, damage = tb_ahead(key, now, p)
   if ahead == 0 then return false end
   local after = math.max(0, ahead - cost * p[1])
-  if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3]) end
+  if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
 

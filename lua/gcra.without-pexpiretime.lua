@@ -312,9 +312,10 @@ local function gcra_ahead(key, now, p)
   if ahead >= 2^53 then return 0, 'junk' end
   return ahead, damage
 end
--- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
--- wrong (else nil or false).
-local function gcra_write(key, now, ahead, perMs, before)
+-- gcra_write(key, now, ahead, perMs, before) writes the instant ahead and returns it rounded
+-- up, in ms from now (the reply's reset); before (read by the form with PEXPIRETIME): how far ahead
+-- the key was if it is there and holds nothing wrong (else nil or false).
+local function gcra_write(key, now, ahead, perMs)
   local reset = ceil(ahead / perMs)
   redis.call('SET', key, digits((1000000000 + (now + reset) % 1000000000) * perMs + reset * perMs - ahead), 'PXAT', digits(now + reset))
   return reset

@@ -297,17 +297,23 @@ local function tb_ahead(key, now, p)
   if ahead >= 2^53 then return 0, 'junk' end
   return ahead, damage
 end
--- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
--- wrong (else nil or false).
+-- tb_write(key, now, ahead, perMs, before) writes the instant ahead and returns it rounded
+-- up, in ms from now (the reply's reset); before (read by the form with PEXPIRETIME): how far ahead
+-- the key was if it is there and holds nothing wrong (else nil or false).
+-- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates), so
+-- only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
+-- formatting cost (docs/performance.md). Else the remainder is written too: at one cost, every
+-- fresh key (as many clients' are, their state expired) gets the same one, which a batch formats
+-- once (the last one written, and its text, are kept).
+local tb_rem, tb_remText
 local function tb_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)
-  -- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates),
-  -- so only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
-  -- formatting cost (docs/performance.md).
   if before and (ahead - before) % perMs == 0 then
     redis.call('PEXPIREAT', key, digits(now + reset))
   else
-    redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
+    local rem = reset * perMs - ahead
+    if rem ~= tb_rem then tb_rem, tb_remText = rem, digits(rem) end
+    redis.call('SET', key, tb_remText, 'PXAT', digits(now + reset))
   end
   return reset
 end

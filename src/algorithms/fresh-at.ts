@@ -26,13 +26,21 @@ const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fres
 
 /**
  * How the Lua finds the key's expiry (`at`: ms, -1 for none; a missing or expired key returns 0),
- * its value and its remainder (`rem`, not one when >= perMs), and how it writes the instant `ahead`
- * (`reset`: that instant rounded up, in ms from now); `about` says, in Lua comments, which form it is.
+ * its value and its remainder (`rem`, not one when >= perMs), and how it writes the instant
+ * (`write`: the Lua defining `<id>_write`, see writes); `about` says, in Lua comments, which form
+ * it is.
  */
 interface ExpiryForm {
   readonly about: string;
   readonly read: string;
-  readonly write: string;
+  readonly write: (id: string) => string;
+}
+
+/** What both forms' `<id>_write` do, in Lua comments. */
+function writes(id: string): string {
+  return `-- ${id}_write(key, now, ahead, perMs, before) writes the instant ahead and returns it rounded
+-- up, in ms from now (the reply's reset); before (read by the form with PEXPIRETIME): how far ahead
+-- the key was if it is there and holds nothing wrong (else nil or false).`;
 }
 
 const READ_VALUE = `  local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
@@ -43,14 +51,24 @@ const WITH_PEXPIRETIME: ExpiryForm = {
   read: `  local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
 ${READ_VALUE}`,
-  write: `  -- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates),
-  -- so only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
-  -- formatting cost (docs/performance.md).
+  write: (id) => `${writes(id)}
+-- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates), so
+-- only its expiry changes: PEXPIREAT costs about half what SET with PXAT and the remainder's
+-- formatting cost (docs/performance.md). Else the remainder is written too: at one cost, every
+-- fresh key (as many clients' are, their state expired) gets the same one, which a batch formats
+-- once (the last one written, and its text, are kept).
+local ${id}_rem, ${id}_remText
+local function ${id}_write(key, now, ahead, perMs, before)
+  local reset = ceil(ahead / perMs)
   if before and (ahead - before) % perMs == 0 then
     redis.call('PEXPIREAT', key, digits(now + reset))
   else
-    redis.call('SET', key, digits(reset * perMs - ahead), 'PXAT', digits(now + reset))
-  end`,
+    local rem = reset * perMs - ahead
+    if rem ~= ${id}_rem then ${id}_rem, ${id}_remText = rem, digits(rem) end
+    redis.call('SET', key, ${id}_remText, 'PXAT', digits(now + reset))
+  end
+  return reset
+end`,
 };
 
 const CYCLE_MS = 1e9;
@@ -76,7 +94,12 @@ ${READ_VALUE}
     end
   end
   if at ~= -1 and at <= now then return 0 end`,
-  write: `  redis.call('SET', key, digits((${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead), 'PXAT', digits(now + reset))`,
+  write: (id) => `${writes(id)}
+local function ${id}_write(key, now, ahead, perMs)
+  local reset = ceil(ahead / perMs)
+  redis.call('SET', key, digits((${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead), 'PXAT', digits(now + reset))
+  return reset
+end`,
 };
 
 function lua(id: string, header: string, expiry: ExpiryForm): string {
@@ -101,13 +124,7 @@ ${expiry.read}
   if ahead >= 2^53 then return 0, 'junk' end
   return ahead, damage
 end
--- Writes the instant ahead; before: how far ahead the key was if it is there and holds nothing
--- wrong (else nil or false).
-local function ${id}_write(key, now, ahead, perMs, before)
-  local reset = ceil(ahead / perMs)
-${expiry.write}
-  return reset
-end
+${expiry.write(id)}
 function ALG.${id}.decide(key, cost, now, p, peek, state)
   local step, most, perMs = p[1], p[1] * p[2], p[3]
   local ahead, damage = ${id}_ahead(key, now, p)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Cluster } from 'ioredis';
-import { startRedisServer } from '../../src/cli/redis-server.js';
+import { freePort, startRedisServer } from '../../src/cli/redis-server.js';
 import { waitFor } from '../support/cluster.js';
 import { startProxy } from '../support/proxy.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
@@ -343,6 +343,25 @@ describe('sluice serve refuses a bad configuration at start', () => {
       refusals,
       BAD_CONFIGS.map(({ what, says }) => ({ what, code: 2, stderr: [`sluice: config <dir>/${says}`] })),
     );
+  });
+
+  it('before it asks Redis: a bad configuration is named while Redis is down', async () => {
+    const config = await configDir({ 'rules.yaml': RATE_LIMIT('window: 5 minutes, requests_per_unit: 1') });
+    try {
+      const nobody = `redis://127.0.0.1:${await freePort()}`;
+      const { code, stderr } = await services.runToExit(['--config', config.dir, '--redis', nobody]);
+      assert.deepEqual(
+        { code, stderr: stderr.map((line) => line.replaceAll(config.dir, '<dir>')) },
+        {
+          code: 2,
+          stderr: [
+            `sluice: config <dir>/rules.yaml at descriptors[0].rate_limit.window: must be a duration such as '90s', '5m', '1h' (whole ms from 1 ms to 366 days); got "5 minutes"`,
+          ],
+        },
+      );
+    } finally {
+      await config.remove();
+    }
   });
 
   it('with exit code 2 for a configuration that cannot be read, or none', async () => {

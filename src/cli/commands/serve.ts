@@ -164,9 +164,10 @@ async function connect(parsed: ParsedCommand, io: CliIo): Promise<Connected> {
   return { store: redisStore(client), description, close: async () => void (await client.quit()) };
 }
 
-async function importServe(): Promise<typeof import('../../serve/index.js')> {
+/** Imports a part of `sluice/serve`, or says which packages it needs. */
+async function importServe<T>(part: () => Promise<T>): Promise<T> {
   try {
-    return await import('../../serve/index.js');
+    return await part();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
     throw new Error(
@@ -224,7 +225,11 @@ export const serve: Command = {
     const given = parsed.values.timeout;
     const timeout =
       typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
-    const { createServer } = await importServe();
+    // A bad config is named before gRPC loads and Redis is asked: a refusal then takes no connection,
+    // and says what is wrong with the config even while Redis is down. createServer reads it again.
+    const { loadConfig } = await importServe(() => import('../../serve/config.js'));
+    await loadConfig(config);
+    const { createServer } = await importServe(() => import('../../serve/index.js'));
     const connected = await connect(parsed, io);
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);
     const onHangup = () => void server.reload();

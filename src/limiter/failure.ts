@@ -9,6 +9,7 @@ import {
 import { callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
+import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:
@@ -46,10 +47,39 @@ function isLimiter(value: unknown): value is Limiter {
   );
 }
 
-function storeErrorPolicy(value: unknown): StoreErrorPolicy {
+function storeErrorPolicy(value: unknown, own: readonly EnginePolicy[]): StoreErrorPolicy {
   if (value === undefined) return 'allow';
-  if (value === 'allow' || value === 'deny' || isLimiter(value)) return value;
-  throw new InvalidOptionError('onStoreError', value, "'allow', 'deny' or a fallback limiter from createLimiter()");
+  if (value === 'allow' || value === 'deny') return value;
+  if (!isLimiter(value))
+    throw new InvalidOptionError('onStoreError', value, "'allow', 'deny' or a fallback limiter from createLimiter()");
+  if (Array.isArray(value.policies) && value.policies.every(isEnginePolicy)) fitsAsFallback(value, own);
+  return value;
+}
+
+/**
+ * A fallback is asked only while the store fails, with the call's own cost by unit and method: a
+ * call it could not take (a unit it does not count, a lease it cannot lend, a slot it only lends
+ * by lease) would fail then, in an outage, so such a fallback is refused now.
+ */
+function fitsAsFallback(fallback: Limiter, own: readonly EnginePolicy[]): void {
+  const theirs = fallback.policies as readonly EnginePolicy[];
+  const counted = new Set(theirs.map((p) => p.counts));
+  const missing = [...new Set(own.map((p) => p.counts))].filter((unit) => !counted.has(unit));
+  if (missing.length > 0)
+    throw new InvalidOptionError(
+      'onStoreError',
+      fallback,
+      `a fallback limiter counting every unit this limiter counts; it does not count ${missing.join(', ')}`,
+    );
+  const leases = (policies: readonly EnginePolicy[]) => policies.some((p) => p.kind.leases === true);
+  if (leases(own) !== leases(theirs))
+    throw new InvalidOptionError(
+      'onStoreError',
+      fallback,
+      leases(own)
+        ? 'a fallback limiter with a concurrency policy, to lend the leases acquire() asks for'
+        : 'a fallback limiter without a concurrency policy: limit() cannot take its slots',
+    );
 }
 
 /** A watcher's callbacks, checked; `Invalid` names a bad one as an option or as an argument. */
@@ -190,10 +220,10 @@ function withoutStore(
   };
 }
 
-/** Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from createLimiter's options. */
-export function failureGuard(options: Record<string, unknown>): FailureGuard {
+/** Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of `policies`. */
+export function failureGuard(options: Record<string, unknown>, policies: readonly EnginePolicy[]): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
-  const onStoreError = storeErrorPolicy(options.onStoreError);
+  const onStoreError = storeErrorPolicy(options.onStoreError, policies);
   const own = storeWatcher(options, InvalidOptionError);
   const watchers: StoreWatcher[] = [own];
   let outage: { since: number; failures: number } | undefined;

@@ -66,7 +66,8 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       options.onStoreError,
       "'allow' or 'deny': a fallback limiter decides one key",
     );
-  const guard = failureGuard(options as unknown as Record<string, unknown>);
+  // Refused above, a fallback limiter has no policies of this limiter's to be checked against.
+  const guard = failureGuard(options as unknown as Record<string, unknown>, []);
 
   /** Every key of a call: the first part's block key, then each part's policy keys. */
   function keysOf(parts: readonly JointPart[], lists: readonly (readonly EnginePolicy[])[]): string[] {

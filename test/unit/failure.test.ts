@@ -6,6 +6,7 @@ import {
   InvalidArgumentError,
   InvalidOptionError,
   StoreError,
+  concurrency,
   createLimiter,
   fixedWindow,
   memoryStore,
@@ -142,6 +143,41 @@ describe('failure policy', () => {
     );
     control.mode = 'up';
     assert.deepEqual(await limiter.limit('k'), { ...(await limiter.peek('k')), remaining: 3 });
+  });
+
+  it('refuses at creation a fallback limiter that could not take the calls it would be asked in an outage', () => {
+    const tokens = fixedWindow({ limit: 1000, window: '1m', counts: 'tokens', name: 'tokens' });
+    const requestsOnly = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 5, window: '1m' }) });
+    const slots = createLimiter({ store: memoryStore(), policy: concurrency({ limit: 2, leaseMs: '1m' }) });
+    const refusals = [
+      () => limiterWith({ policy: [policy, tokens], onStoreError: requestsOnly }),
+      () => limiterWith({ policy: concurrency({ limit: 2, leaseMs: '1m' }), onStoreError: requestsOnly }),
+      () => limiterWith({ onStoreError: slots }),
+    ].map((create) => {
+      try {
+        create();
+      } catch (error) {
+        assert.ok(error instanceof InvalidOptionError);
+        return [error.option, error.message];
+      }
+      return assert.fail('created');
+    });
+    assert.deepEqual(refusals, [
+      [
+        'onStoreError',
+        'sluice: option "onStoreError" must be a fallback limiter counting every unit this limiter counts; it does not count tokens; got an object',
+      ],
+      [
+        'onStoreError',
+        'sluice: option "onStoreError" must be a fallback limiter with a concurrency policy, to lend the leases acquire() asks for; got an object',
+      ],
+      [
+        'onStoreError',
+        'sluice: option "onStoreError" must be a fallback limiter without a concurrency policy: limit() cannot take its slots; got an object',
+      ],
+    ]);
+    const both = createLimiter({ store: memoryStore(), policy: [fixedWindow({ limit: 5, window: '1m' }), tokens] });
+    assert.ok(limiterWith({ policy: [policy, tokens], onStoreError: both }).limiter);
   });
 
   it('answers within the timeout when the store hangs, and a late rejection is handled', async () => {

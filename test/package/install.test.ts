@@ -69,6 +69,46 @@ export class AppModule {}
 // @ts-expect-error a status is a number
 RateLimit({ status: '429' });
 `;
+// A Nest app that serves itself and asks itself: two requests admitted, the third denied, a route skipped.
+const nest10App = `import 'reflect-metadata';
+import { Controller, Get, Module } from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { createLimiter, fixedWindow, memoryStore } from 'sluice';
+import { RateLimit, RateLimitGuard, RateLimitModule, SkipRateLimit } from 'sluice/nestjs';
+const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 2, window: '1m' }) });
+@Controller()
+@RateLimit({ headers: 'draft-7' })
+class AppController {
+  @Get()
+  home() {
+    return 'home';
+  }
+  @Get('health')
+  @SkipRateLimit()
+  health() {
+    return 'ok';
+  }
+}
+@Module({
+  imports: [RateLimitModule.forRoot({ limiter, key: () => 'one client' })],
+  controllers: [AppController],
+  providers: [{ provide: APP_GUARD, useClass: RateLimitGuard }],
+})
+class AppModule {}
+async function main() {
+  const app = await NestFactory.create(AppModule, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  const url = await app.getUrl();
+  const answers = [];
+  for (const path of ['/', '/', '/', '/health']) {
+    const response = await fetch(url + path);
+    answers.push([path, response.status, response.headers.get('ratelimit'), response.headers.get('retry-after')]);
+  }
+  await app.close();
+  console.log(JSON.stringify(answers));
+}
+void main();
+`;
 // Each resolution a TypeScript project may use, with the entry files it compiles (.ts is CommonJS
 // under node16 here: the project's package.json has no "type").
 const resolutions = {
@@ -181,6 +221,57 @@ describe('a fresh clone, packed and installed into an empty project', () => {
       [],
     );
     assert.ok(files.includes('package/dist/esm/cli/main.js'));
+  });
+
+  it('guards a Nest 10 app, the oldest Nest its peer range takes', async () => {
+    // A project with Nest 10 alone (installed by pretest in test/package/nest10), so that sluice's
+    // adapter and the app load one Nest: the project's own.
+    const nest10 = join(root, 'test', 'package', 'nest10', 'node_modules');
+    const app = join(work, 'nest10');
+    await mkdir(app);
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'nest10-app', version: '1.0.0', private: true }));
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', tarball], { cwd: app });
+    for (const name of await readdir(nest10))
+      if (!name.startsWith('.')) await symlink(join(nest10, name), join(app, 'node_modules', name));
+    await symlink(join(root, 'node_modules', '@types'), join(app, 'node_modules', '@types'));
+    await writeFile(join(app, 'main.ts'), nest10App);
+    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    const compiled = await run(
+      process.execPath,
+      [
+        tsc,
+        ...resolutions.node10.args,
+        '--strict',
+        '--skipLibCheck',
+        '--types',
+        'node',
+        '--target',
+        'es2022',
+        'main.ts',
+      ],
+      { cwd: app },
+    ).catch((error: { stdout: string }) => error);
+    assert.equal(compiled.stdout, '');
+    const answers = JSON.parse((await run(process.execPath, ['main.js'], { cwd: app })).stdout) as [
+      string,
+      number,
+      string | null,
+      string | null,
+    ][];
+    assert.deepEqual(
+      answers.map(([path, status, rateLimit, retryAfter]) => [
+        path,
+        status,
+        rateLimit?.replace(/reset=\d+/, 'reset=R') ?? null,
+        retryAfter === null ? null : 'given',
+      ]),
+      [
+        ['/', 200, 'limit=2, remaining=1, reset=R', null],
+        ['/', 200, 'limit=2, remaining=0, reset=R', null],
+        ['/', 429, 'limit=2, remaining=0, reset=R', 'given'],
+        ['/health', 200, null, null],
+      ],
+    );
   });
 
   it('installs the sluice command', async () => {

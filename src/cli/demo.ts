@@ -176,11 +176,24 @@ async function sluiceLessons(
   }
 }
 
-async function serverClockOffset(redis: Redis): Promise<number> {
-  const before = Date.now();
-  const [seconds, micros] = await redis.time();
-  const after = Date.now();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - (before + after) / 2;
+/**
+ * The server's clock minus this process's, from the TIME reply that came back fastest of a few.
+ * Its server time lies within its round trip, so the estimate (the trip's middle) is off by at most
+ * half the trip; a single reply that waited for a busy event loop could be off by over 100 ms,
+ * enough to put a burst meant for one side of a window edge on the other.
+ */
+export async function serverClockOffset(redis: Redis, samples = 5): Promise<number> {
+  let best = { roundTripMs: Infinity, offsetMs: 0 };
+  for (let i = 0; i < samples; i++) {
+    const before = Date.now();
+    const [seconds, micros] = await redis.time();
+    const after = Date.now();
+    if (after - before < best.roundTripMs) {
+      const offsetMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - (before + after) / 2;
+      best = { roundTripMs: after - before, offsetMs };
+    }
+  }
+  return best.offsetMs;
 }
 
 export interface DemoOptions {

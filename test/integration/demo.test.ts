@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runDemo } from '../../src/cli/demo.js';
+import { runDemo, serverClockOffset } from '../../src/cli/demo.js';
 import { useRedis } from '../support/redis.js';
 
 const harness = useRedis();
@@ -26,5 +26,15 @@ describe('demo', () => {
     assert.equal(lines[8], 'sliding window: allowed in 200 ms around the edge: 5 of 10');
     assert.equal(lines[9], 'concurrency : 3 slots, 5 overlapping calls -> 1 1 1 0 0, one released -> 1');
     assert.equal(await harness.redis.dbsize(), 0);
+  });
+
+  it('estimates the server clock within a few ms though a reply waits 150 ms for a busy event loop', async () => {
+    // The server runs on this machine's clock: the offset is 0, up to the round trip's rounding.
+    const estimate = serverClockOffset(harness.redis);
+    // The first TIME is sent; its reply is read only after this, as under load.
+    const until = Date.now() + 150;
+    while (Date.now() < until);
+    const offsetMs = await estimate;
+    assert.ok(Math.abs(offsetMs) <= 5, `estimated ${offsetMs} ms`);
   });
 });

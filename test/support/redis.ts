@@ -6,6 +6,7 @@ import { GlideClient, GlideClusterClient, Logger } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
 import { Cluster as ValkeyCluster, Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
+import { serverClockOffset } from '../../src/cli/demo.js';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { memoryStore, redisStore, type Store } from '../../src/index.js';
 import { nodesOf, startRedisCluster, type RedisCluster } from './cluster.js';
@@ -83,8 +84,7 @@ export function useRedis(
     glide = await GlideClient.createClient(glideConfig([{ host: '127.0.0.1', port: server.port }]));
     bridge = await startUpstashBridge(server.port);
     upstash = connectUpstash(bridge);
-    const [seconds, micros] = await redis.time();
-    clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - Date.now();
+    clockOffsetMs = await serverClockOffset(redis);
     if (options.cluster) {
       cluster = await startRedisCluster();
       ioCluster = new Cluster([...cluster.rootNodes]);

@@ -124,7 +124,8 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
       createLimiter({
         store: redisStore(harness.redis),
         prefix: uniquePrefix(),
-        policy: fixedWindow({ limit: 2, window: 300 }),
+        // Long enough that 'a' is still spent when waitFor asks, on a loaded machine too.
+        policy: fixedWindow({ limit: 2, window: 1500 }),
       }),
       { meter },
     );
@@ -136,7 +137,7 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     // A bad key counts nothing, as in the limiter it wraps.
     await assert.rejects(limiter.limitMany(['c', '']), InvalidArgumentError);
     // 'a' is spent for this window: waitFor is denied (at least) once, then admitted in the next one.
-    const waited = await limiter.waitFor('a', { timeout: '2s' });
+    const waited = await limiter.waitFor('a', { timeout: '5s' });
     assert.equal(waited.allowed, true);
     const found = await collect(reader);
     const labels = labelsOf(limiter);

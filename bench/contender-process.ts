@@ -12,7 +12,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { inProcessContenders, incrCeiling, redisContenders, type Contender } from './contenders.js';
-import { keysFor, measure, measureInProcess, type Sample } from './measure.js';
+import { combine, keysFor, measure, measureInProcess, run, type Sample } from './measure.js';
 
 /** Which contender a process holds: its name, and where it decides. */
 export interface ContenderSpec {
@@ -83,6 +83,31 @@ export async function startContender(spec: ContenderSpec): Promise<ContenderProc
   };
 }
 
+/** The server's CPU time so far (user + system), in µs. */
+async function redisCpuUs(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const seconds = (field: string) => Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6;
+}
+
+/**
+ * A sample with the CPU the Redis server spent per decision: the bench measures one contender at
+ * a time, so the server's CPU over the run is that contender's (and, alike for all, the server's own
+ * housekeeping and these two INFO calls).
+ */
+async function measureWithRedisCpu(
+  redis: Redis,
+  decide: Contender['decide'],
+  keys: readonly string[],
+  inFlight: number,
+  durationMs: number,
+): Promise<Sample> {
+  const before = await redisCpuUs(redis);
+  const measured = await run(decide, keys, inFlight, durationMs);
+  const spent = (await redisCpuUs(redis)) - before;
+  return { ...combine([measured]), redisCpuUs: spent / measured.done };
+}
+
 /** The child's side: build the one contender, then measure it for each order. */
 async function serveOrders(spec: ContenderSpec): Promise<void> {
   let contender: Contender | undefined;
@@ -103,7 +128,7 @@ async function serveOrders(spec: ContenderSpec): Promise<void> {
             perSecond: await measureInProcess(decide, keys, order.durationMs),
           }))
         : measure(decide, keys, order.inFlight, order.warmUpMs).then(async () => ({
-            sample: await measure(decide, keys, order.inFlight as number, order.durationMs),
+            sample: await measureWithRedisCpu(redis as Redis, decide, keys, order.inFlight as number, order.durationMs),
           }));
     measured.then(
       (reply) => process.send?.(reply),

@@ -10,6 +10,8 @@ export interface Sample {
   readonly decisionsPerSecond: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** CPU time the Redis server spent per decision (user + system, µs), for a contender measured alone on it. */
+  readonly redisCpuUs?: number;
 }
 
 /** One decision: resolves when the contender has answered (allowed or denied alike). */

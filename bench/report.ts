@@ -1,6 +1,6 @@
 import { FRAMEWORKS, HTTP_POLICY, limiterName } from './http-contenders.js';
 import { ceilingRatio, findServer, pairRatio, type HttpReport } from './http.js';
-import { median, spreadPercent } from './measure.js';
+import { median, spreadPercent, type Sample } from './measure.js';
 import type { BenchReport, Scenario } from './run.js';
 import { SERVE_IN_FLIGHT, type ServeSample } from './serve.js';
 
@@ -201,16 +201,28 @@ export function renderMarkdown(report: BenchReport): string {
     ]),
   );
   const latency = table(
-    ['contender', 'p50, 1 in flight', 'p99, 1 in flight', 'p50, 256 in flight', 'p99, 256 in flight'],
+    [
+      'contender',
+      'p50, 1 in flight',
+      'p99, 1 in flight',
+      'Redis CPU per decision, 1 in flight',
+      'p50, 256 in flight',
+      'p99, 256 in flight',
+      'Redis CPU per decision, 256 in flight',
+    ],
     report.redis.map((r) => {
       const at = (inFlight: number) => r.samples[scenarioIndex(report, { inFlight, keys: 10_000 })] ?? [];
       const ms = (values: readonly number[]) => `${median(values).toFixed(3)} ms`;
+      const us = (samples: readonly Sample[]) =>
+        `${median(samples.map((s) => s.redisCpuUs ?? Number.NaN)).toFixed(1)} µs`;
       return [
         r.name,
         ms(at(1).map((s) => s.p50Ms)),
         ms(at(1).map((s) => s.p99Ms)),
+        us(at(1)),
         ms(at(256).map((s) => s.p50Ms)),
         ms(at(256).map((s) => s.p99Ms)),
+        us(at(256)),
       ];
     }),
   );

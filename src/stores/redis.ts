@@ -468,12 +468,11 @@ export function redisStore(client: RedisClient): Store {
 
   return {
     ...(cluster ? { slotOf: hashSlot } : {}),
-    run(script, keys, args, validForMs) {
+    run(script, keys, args, deadline = Infinity) {
       if (!evictionChecked) {
         evictionChecked = true;
         if (redis.memoryInfo) checkEviction(redis.memoryInfo);
       }
-      const deadline = validForMs === undefined ? Infinity : performance.now() + validForMs;
       if (typeof pexpiretime === 'boolean' || script.withoutPexpiretime === undefined)
         return decide(formOn(script, pexpiretime !== false), keys, args, deadline);
       const asked = pexpiretime ?? askPexpiretime(keys[0] ?? '');

@@ -147,6 +147,41 @@ describe('late calls: a call answered by the failure policy counts nothing when 
       client.disconnect();
     }
   });
+
+  // Redis answers in time, but the reply waits in the socket while the event loop is busy past the
+  // deadline: in a callback of the poll phase (a request's handler) or of the check phase
+  // (setImmediate). Node runs due timers before it next reads a socket, so the guard's timer is
+  // the first to learn that the deadline passed.
+  const busyPhases: Record<string, (work: () => void) => void> = {
+    'an I/O callback': (work) => void admin.ping().then(work),
+    setImmediate: (work) => void setImmediate(work),
+  };
+  for (const [phase, inPhase] of Object.entries(busyPhases)) {
+    it(`an event loop busy in ${phase} past the deadline while the reply waits: answered by Redis, as counted`, async () => {
+      const client = new Redis(server.port, '127.0.0.1');
+      try {
+        const { limiter, checker } = limiters(client);
+        const before = (await checker.limit('k')).remaining;
+        const decisions = [];
+        for (let call = 0; call < 5; call++) {
+          const asked = performance.now();
+          const decision = limiter.limit('k');
+          inPhase(() => {
+            while (performance.now() < asked + TIMEOUT_MS * 1.5);
+          });
+          decisions.push(await decision);
+        }
+        const counted = before - (await checker.limit('k')).remaining - 1;
+        assert.deepEqual(
+          decisions.map((d) => d.reason ?? 'Redis'),
+          Array.from({ length: counted }, () => 'Redis'),
+          `${counted} of 5 calls counted`,
+        );
+      } finally {
+        client.disconnect();
+      }
+    });
+  }
 });
 
 /**

@@ -157,7 +157,7 @@ describe('late calls: a call answered by the failure policy counts nothing when 
     setImmediate: (work) => void setImmediate(work),
   };
   for (const [phase, inPhase] of Object.entries(busyPhases)) {
-    it(`an event loop busy in ${phase} past the deadline while the reply waits: answered by Redis, as counted`, async () => {
+    it(`an event loop busy in ${phase} past the deadline while the reply waits: a counted call is answered by Redis`, async (t) => {
       const client = new Redis(server.port, '127.0.0.1');
       try {
         const { limiter, checker } = limiters(client);
@@ -171,12 +171,14 @@ describe('late calls: a call answered by the failure policy counts nothing when 
           });
           decisions.push(await decision);
         }
+        // Redis answers in time, so each call should be answered by it; one that a loaded machine
+        // delays past its deadline may be refused (LATE) instead, but never answered by the policy
+        // and counted.
         const counted = before - (await checker.limit('k')).remaining - 1;
-        assert.deepEqual(
-          decisions.map((d) => d.reason ?? 'Redis'),
-          Array.from({ length: counted }, () => 'Redis'),
-          `${counted} of 5 calls counted`,
-        );
+        const answeredByRedis = decisions.filter((d) => d.reason === undefined).length;
+        t.diagnostic(`${counted} of 5 calls counted, ${answeredByRedis} answered by Redis`);
+        assert.equal(answeredByRedis, counted, `${counted} of 5 calls counted, ${answeredByRedis} answered by Redis`);
+        assert.ok(counted > 0, 'Redis ran no call in time: no reply waited in the socket');
       } finally {
         client.disconnect();
       }

@@ -47,6 +47,14 @@ export function callHook<E>(
 }
 
 /**
+ * Whether a timer outlives the request whose handler armed it. Not in Cloudflare's workerd (its
+ * `navigator.userAgent` is 'Cloudflare-Workers'): a timer belongs to the request that set it and is
+ * dropped when that request ends, so one armed for a request cannot serve another's deadline.
+ */
+export const timersOutliveRequests =
+  (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent !== 'Cloudflare-Workers';
+
+/**
  * Runs `callback` soon, after the work queued now: process.nextTick where there is one (Node runs it
  * once the promise continuations already queued have run, so the calls they make join the same
  * batch), a microtask elsewhere.
@@ -56,15 +64,21 @@ export const afterThisTick: (callback: () => void) => void =
     ? hostProcess.nextTick.bind(hostProcess)
     : (callback) => queueMicrotask(callback);
 
-type Timer = ReturnType<typeof setTimeout>;
+const hostSetImmediate = (globalThis as { setImmediate?: (callback: () => void) => unknown }).setImmediate;
 
 /**
- * Whether a timer outlives the request whose handler armed it. Not in Cloudflare's workerd (its
- * `navigator.userAgent` is 'Cloudflare-Workers'): a timer belongs to the request that set it and is
- * dropped when that request ends, so one armed for a request cannot serve another's deadline.
+ * Runs `callback` once the event loop has handled every event ready now: setImmediate where there
+ * is one (Node, Bun, Deno), afterThisTick elsewhere. A server reads each request in a callback of
+ * its own, so the calls of requests that arrived together meet only here, not at the end of a tick.
+ * Not in workerd, even where nodejs_compat gives it setImmediate: there the work a callback starts
+ * belongs to the request that scheduled it, so it must not carry another request's calls.
  */
-export const timersOutliveRequests =
-  (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent !== 'Cloudflare-Workers';
+export const afterThisTurn: (callback: () => void) => void =
+  typeof hostSetImmediate === 'function' && timersOutliveRequests
+    ? (callback) => void hostSetImmediate(callback)
+    : afterThisTick;
+
+type Timer = ReturnType<typeof setTimeout>;
 
 /** Whether an armed timer keeps the process running (Node's and Bun's timers); a no-op where a timer is a number. */
 export function holdProcessOpen(timer: Timer | undefined, hold: boolean): void {

@@ -6,12 +6,13 @@ import type { Arg, Reply, Script } from './script.js';
  */
 export interface Store {
   /**
-   * Runs one atomic step. Rejects with a StoreError when the store fails. With `validForMs`, the
-   * step must take effect within that many ms from now or not at all: the caller stops waiting
-   * then and answers by its failure policy, so a step that ran later would count a request twice
-   * (or one that was refused). A store that answers at once may ignore it.
+   * Runs one atomic step. Rejects with a StoreError when the store fails. With a `deadline` (a
+   * performance.now() time), the step must take effect before it or not at all: from then on the
+   * caller may answer by its failure policy, so a step that ran later would count a request twice
+   * (or one that was refused). An absolute time, read once by the caller, not a span that the store
+   * would add to a later reading of its own. A store that answers at once may ignore it.
    */
-  run(script: Script, keys: readonly string[], args: readonly Arg[], validForMs?: number): Promise<Reply>;
+  run(script: Script, keys: readonly string[], args: readonly Arg[], deadline?: number): Promise<Reply>;
   /**
    * Present on a store that decides in this process, at once, and cannot fail (the memory store):
    * the same step as `run`, asked by the client's id and the names of its state's parts instead of

@@ -6,7 +6,7 @@ import {
   StoreTimeoutError,
   toStoreError,
 } from '../core/errors.js';
-import { callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
+import { afterThisTurn, callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
@@ -119,15 +119,15 @@ class Deadlines {
   constructor(private readonly ms: number) {}
 
   add(onTimeout: () => void): Pending {
+    // Read once: the call is told this same instant (see attempt), so nothing that runs between
+    // arming the guard and asking the store (a first call's script build, a GC pause) can leave the
+    // store a later deadline than the guard's.
+    const due = performance.now() + this.ms;
     if (!timersOutliveRequests) {
       // A Worker drops a timer when the request that armed it ends: each call arms its own, in its
       // own request, the one kind of timer that serves it there.
-      const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
-      pending.timer = setTimeout(() => {
-        if (pending.done) return;
-        pending.done = true;
-        onTimeout();
-      }, this.ms);
+      const pending: Pending = { due, onTimeout, done: false };
+      pending.timer = setTimeout(() => this.expire([pending]), this.ms);
       return pending;
     }
     if (this.waiting === 0) {
@@ -137,14 +137,14 @@ class Deadlines {
       // stays armed instead, holding the process open only while a call waits.
       holdProcessOpen(this.timer, true);
     }
-    const pending: Pending = { due: performance.now() + this.ms, onTimeout, done: false };
+    const pending: Pending = { due, onTimeout, done: false };
     this.queue.push(pending);
     this.waiting++;
     this.timer ??= setTimeout(this.fire, this.ms);
     return pending;
   }
 
-  /** Marks a call answered; false if its deadline passed first (its answer is too late to count). */
+  /** Marks a call answered; false if it already was (by its reply, or by its timeout). */
   finish(pending: Pending): boolean {
     if (pending.done) return false;
     pending.done = true;
@@ -153,17 +153,29 @@ class Deadlines {
     return true;
   }
 
+  /**
+   * Answers calls whose deadline passed, by their timeout, unless their reply is read first. Node
+   * runs due timers before it reads the sockets that became readable while the event loop was busy
+   * (in a request's handler, say): a reply that Redis sent in time may be waiting there, from a
+   * call Redis counted. Answered by the timeout, that call would be counted and answered by the
+   * failure policy both. So the timeout waits for the end of the turn, after the event loop has
+   * read every socket ready now, and a reply already here wins.
+   */
+  private expire(due: readonly Pending[]): void {
+    afterThisTurn(() => {
+      for (const pending of due) if (this.finish(pending)) pending.onTimeout();
+    });
+  }
+
   private readonly fire = (): void => {
     this.timer = undefined;
     const now = performance.now();
-    const expired: Pending[] = [];
+    const due: Pending[] = [];
     for (; this.head < this.queue.length; this.head++) {
       const pending = this.queue[this.head] as Pending;
       if (pending.done) continue;
       if (pending.due > now + TIMER_SLACK_MS) break;
-      pending.done = true;
-      this.waiting--;
-      expired.push(pending);
+      due.push(pending);
     }
     // Answered calls are dropped from the front once they make up most of the queue.
     if (this.head > 1024 && this.head * 2 > this.queue.length) {
@@ -171,18 +183,20 @@ class Deadlines {
       this.head = 0;
     }
     const next = this.queue[this.head];
-    if (this.waiting > 0 && next) this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(next.due - now)));
+    if (next) this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(next.due - now)));
     else {
       this.queue = [];
       this.head = 0;
     }
-    // Last, as they may call back into the limiter (a hook, a fallback limiter) and add deadlines.
-    for (const pending of expired) pending.onTimeout();
+    if (due.length > 0) this.expire(due);
   };
 }
 
-/** A store call, told how long it may still take effect: after that its caller has moved on. */
-export type StoreCall<T> = (validForMs: number) => Promise<T>;
+/**
+ * A store call, told until when (a performance.now() time) it may take effect: after that its
+ * caller may have moved on.
+ */
+export type StoreCall<T> = (deadline: number) => Promise<T>;
 
 export interface FailureGuard {
   /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
@@ -267,7 +281,9 @@ export function failureGuard(options: Record<string, unknown>, policies: readonl
     });
     let answer: Promise<T>;
     try {
-      answer = call(timeoutMs - TIMER_SLACK_MS);
+      // The instant the guard may first answer by the timeout, as the guard read it: the store may
+      // count the call only before it.
+      answer = call(pending.due - TIMER_SLACK_MS);
     } catch (error) {
       answer = Promise.reject(error);
     }

@@ -117,7 +117,7 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       const decision = await guard.decide(
         op,
         all,
-        (validForMs) => store.run(compiled(all).script, keys, args, validForMs).then((reply) => decisionOf(reply, all)),
+        (deadline) => store.run(compiled(all).script, keys, args, deadline).then((reply) => decisionOf(reply, all)),
         () => Promise.reject(new TypeError('a joint limiter has no fallback limiter')),
       );
       let at = 0;

@@ -317,9 +317,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return shared;
   }
 
-  /** One guarded store call: it counts nothing if it reaches the store after `validForMs`. */
+  /** One guarded store call: it counts nothing if it reaches the store after `deadline`. */
   function run(
-    validForMs: number,
+    deadline: number,
     id: string,
     list: readonly EnginePolicy[],
     op: Op,
@@ -327,12 +327,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     target = 0,
     ms = 0,
   ): Promise<Reply> {
-    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), validForMs);
+    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), deadline);
   }
 
   /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
   function change(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs, target = 0, ms = 0) {
-    return guard.settle(op, (validForMs) => run(validForMs, id, list, op, cost, target, ms));
+    return guard.settle(op, (deadline) => run(deadline, id, list, op, cost, target, ms));
   }
 
   /**
@@ -356,7 +356,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       .decide(
         op,
         list,
-        (validForMs) => run(validForMs, id, list, op, cost).then((replied) => decisionOf((reply = replied), list)),
+        (deadline) => run(deadline, id, list, op, cost).then((replied) => decisionOf((reply = replied), list)),
         fallback,
       )
       .then((decision) => answer(decision, reply));
@@ -452,12 +452,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
       const replies = await Promise.all(
         held.map(({ policy, leaseId, slots, keys }) =>
-          guard.settle(op, (validForMs) =>
+          guard.settle(op, (deadline) =>
             store.run(
               scriptFor([policy.kind]),
               keys,
               scriptArgs({ op, cost: slots, target: leaseId, ms: msFor(policy), penalty, policies: [policy] }),
-              validForMs,
+              deadline,
             ),
           ),
         ),
@@ -502,8 +502,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // Every key of the client, the strikes key included even without a penalty box: an earlier
       // configuration with one may have left strikes.
       const keys = callKeys(prefix, k, policies, true);
-      await guard.settle('reset', (validForMs) =>
-        store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), validForMs),
+      await guard.settle('reset', (deadline) =>
+        store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), deadline),
       );
     },
     async refund(key, cost = 1, refundOptions) {

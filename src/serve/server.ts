@@ -97,23 +97,6 @@ function summary(config: ServeConfig): string {
   return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
 }
 
-let turnEnd: Promise<void> | undefined;
-
-/**
- * Resolves once the event loop has read every connection ready now, so that the calls read
- * together decide together: a Redis store sends the decisions asked in one tick as one batch, and
- * each call arrives in a tick of its own (each connection's read, each HTTP/2 stream's end).
- * Without it a service at 64 calls in flight sent Redis one command per decision.
- */
-function endOfTurn(): Promise<void> {
-  return (turnEnd ??= new Promise((resolve) =>
-    setImmediate(() => {
-      turnEnd = undefined;
-      resolve();
-    }),
-  ));
-}
-
 /**
  * Starts a rate-limit service: Envoy's RateLimitService over gRPC, and /json, /healthcheck,
  * /metrics and /rlconfig over HTTP, deciding by the rules of `config`. Rejects with
@@ -159,10 +142,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     (transport: 'grpc' | 'http') =>
     async (request: RateLimitRequest): Promise<RateLimitResponse> => {
       metrics.inFlight(transport, 1);
-      const current = rules;
       try {
-        await endOfTurn();
-        return await decide(current, request, { shadow, headers, metrics });
+        return await decide(rules, request, { shadow, headers, metrics });
       } finally {
         metrics.inFlight(transport, -1);
       }

@@ -97,3 +97,71 @@ describe('a batch of decisions', () => {
     });
   }
 });
+
+describe('when the calls go out', () => {
+  it('idle, at the end of their tick; busy (a command out, or the last turn gathered several), at the end of the turn', async () => {
+    const server = await startRedisServer();
+    const redis = new Redis(server.url);
+    let gate = Promise.resolve();
+    const sent: string[] = [];
+    // The store's client, whose commands reach Redis only once the gate opens.
+    const client = redis as unknown as Record<string, Command>;
+    const held = Object.fromEntries(
+      ['evalsha', 'eval', 'evalshaBuffer', 'evalBuffer'].map((name) => [
+        name,
+        async (...args: string[]) => {
+          sent.push(name);
+          await gate;
+          return (client[name] as Command).apply(redis, args);
+        },
+      ]),
+    );
+    try {
+      const limiter = createLimiter({
+        store: redisStore(held as never),
+        prefix: 'turn',
+        policy: fixedWindow({ limit: 5, window: '1m' }),
+      });
+      // Loads the lone and the batch script, so that each call below is one command.
+      await Promise.all([limiter.limit('load'), limiter.limit('load')]);
+      await limiter.limit('load');
+      sent.length = 0;
+
+      const idle = limiter.limit('idle');
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+      assert.deepEqual(sent, ['evalsha'], 'a call made with no command out goes before the end of its tick');
+      assert.equal((await idle).remaining, 4);
+
+      let open = () => {};
+      gate = new Promise((resolve) => (open = resolve));
+      const out = limiter.limit('out');
+      // Two calls in two ticks of one turn (each immediate is a tick of its own), while `out` is unanswered.
+      const calls: Promise<Decision>[] = [];
+      for (const key of ['in-1', 'in-2']) setImmediate(() => calls.push(limiter.limit(key)));
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(sent, ['evalsha', 'evalsha', 'evalshaBuffer'], 'the two calls go as one batch');
+      open();
+      assert.deepEqual(
+        (await Promise.all([out, ...calls])).map((d) => d.remaining),
+        [4, 4, 4],
+      );
+
+      // That turn gathered two calls: with none out now, the next call still waits for the turn's end.
+      const next = limiter.limit('next');
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+      assert.equal(sent.length, 3, 'a call after a turn that gathered several waits for the end of its turn');
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(sent.length, 4);
+      assert.equal((await next).remaining, 4);
+      // That one gathered one call alone: the store is idle again.
+      const last = limiter.limit('last');
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+      assert.equal(sent.length, 5, 'a call with none out after a turn of one call goes before the end of its tick');
+      assert.equal((await last).remaining, 4);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+});

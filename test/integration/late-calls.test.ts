@@ -147,6 +147,43 @@ describe('late calls: a call answered by the failure policy counts nothing when 
       client.disconnect();
     }
   });
+
+  // Redis answers in time, but the reply waits in the socket while the event loop is busy past the
+  // deadline: in a callback of the poll phase (a request's handler) or of the check phase
+  // (setImmediate). Node runs due timers before it next reads a socket, so the guard's timer is
+  // the first to learn that the deadline passed.
+  const busyPhases: Record<string, (work: () => void) => void> = {
+    'an I/O callback': (work) => void admin.ping().then(work),
+    setImmediate: (work) => void setImmediate(work),
+  };
+  for (const [phase, inPhase] of Object.entries(busyPhases)) {
+    it(`an event loop busy in ${phase} past the deadline while the reply waits: a counted call is answered by Redis`, async (t) => {
+      const client = new Redis(server.port, '127.0.0.1');
+      try {
+        const { limiter, checker } = limiters(client);
+        const before = (await checker.limit('k')).remaining;
+        const decisions = [];
+        for (let call = 0; call < 5; call++) {
+          const asked = performance.now();
+          const decision = limiter.limit('k');
+          inPhase(() => {
+            while (performance.now() < asked + TIMEOUT_MS * 1.5);
+          });
+          decisions.push(await decision);
+        }
+        // Redis answers in time, so each call should be answered by it; one that a loaded machine
+        // delays past its deadline may be refused (LATE) instead, but never answered by the policy
+        // and counted.
+        const counted = before - (await checker.limit('k')).remaining - 1;
+        const answeredByRedis = decisions.filter((d) => d.reason === undefined).length;
+        t.diagnostic(`${counted} of 5 calls counted, ${answeredByRedis} answered by Redis`);
+        assert.equal(answeredByRedis, counted, `${counted} of 5 calls counted, ${answeredByRedis} answered by Redis`);
+        assert.ok(counted > 0, 'Redis ran no call in time: no reply waited in the socket');
+      } finally {
+        client.disconnect();
+      }
+    });
+  }
 });
 
 /**

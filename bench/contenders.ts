@@ -10,6 +10,7 @@ import {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  type Duration,
   type Policy,
 } from '../dist/esm/index.js';
 import type { Decide } from './measure.js';
@@ -71,12 +72,15 @@ function settled(promise: Promise<unknown>): Promise<unknown> {
   });
 }
 
-/** Every limiter deciding in Redis, on one ioredis client (auto-pipelined for all alike). */
-export function redisContenders(redis: Redis, quota: Quota = THROUGHPUT): Contender[] {
+/**
+ * Every limiter deciding in Redis, on one ioredis client (auto-pipelined for all alike). `timeout`:
+ * sluice's (its default unless given), for a server slowed down on purpose (under valgrind).
+ */
+export function redisContenders(redis: Redis, quota: Quota = THROUGHPUT, timeout?: Duration): Contender[] {
   const { limit, windowSeconds } = quota;
   const window = Math.min(windowSeconds, 86_400);
   const sluice = sluicePolicies.map(({ name, policy }): Contender => {
-    const limiter = createLimiter({ store: redisStore(redis), policy: policy(quota), prefix: 'bench' });
+    const limiter = createLimiter({ store: redisStore(redis), policy: policy(quota), prefix: 'bench', timeout });
     return { name: `sluice ${name}`, library: 'sluice', decide: (key) => limiter.limit(key) };
   });
   const flexible = new RateLimiterRedis({

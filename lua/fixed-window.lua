@@ -101,40 +101,49 @@ local function callOf(ARGV)
     parsedArgv, parsedCall = ARGV, {
       op = ARGV[1], target = ARGV[3] + 0, ms = ARGV[4] + 0,
       strikes = strikes, blockMs = ARGV[6] + 0, policies = policies,
-      -- KEYS[first + i] is policy i's key
-      first = strikes > 0 and 2 or 1,
+      -- the strikes key's place before the policies' keys: policy i's is KEYS[k + before + i]
+      before = strikes > 0 and 1 or 0,
     }
   end
   return parsedCall
 end
 
--- decideCall(KEYS, ARGV, now, out, at): the driver, shared by every limiter. It decides one call
--- under all of a limiter's policies at once: it asks each policy first (nothing written but
--- pruning), then admits the request in all of them or counts it in none, so several limits never
--- spend units on a denied request. now is the server's time in ms. It writes its reply into out
--- after index at and returns the reply's length, so that a batch collects every reply in one table.
---   KEYS   [1] the block key; [2] the strikes key (consecutive denials), only when the limiter has
---          a penalty box (ARGV's strikes > 0); then one key per policy, policy i's at KEYS[first + i]
+-- decideCall(block, KEYS, k, ARGV, now, out, at): the driver, shared by every limiter. It decides
+-- one call under all of a limiter's policies at once: it asks each policy first (nothing written
+-- but pruning), then admits the request in all of them or counts it in none, so several limits
+-- never spend units on a denied request. now is the server's time in ms. It writes its reply into
+-- out after index at and returns the reply's length, so that a batch collects every reply in one
+-- table, and it reads its keys where they are in KEYS, so that a batch copies none.
+--   block  the block key
+--   KEYS   the call's other keys, from KEYS[k + 1]: the strikes key (consecutive denials), only
+--          when the limiter has a penalty box (ARGV's strikes > 0) or the op is reset, then one key
+--          per policy, policy i's at KEYS[first + i]
 --   ARGV   see callOf
---   reply  allowed (1 or 0), now, blocked for ms (0 when not blocked), then five numbers per
---          policy: allowed (1 or 0), remaining, resetAfterMs, retryAfterMs, extra (a lease id, or
---          0); for the other ops three numbers: done (1 or 0), now, and the block's ms (block) or 0
+--   reply  allowed (1 or 0), blocked for ms (0 when not blocked), then five numbers per policy:
+--          allowed (1 or 0), remaining, resetAfterMs, retryAfterMs, extra (a lease id, or 0); for
+--          the other ops two numbers: done (1 or 0), and the block's ms (block) or 0. Its caller
+--          puts now before it (a batch once, for all of its requests).
 -- settle takes a policy's cost whether or not it fits, so the key may go into debt (remaining below
 -- 0, denied until time pays it off), but never by more than the policy's largest cost: what is past
 -- that is not taken. That keeps every state within two limits' worth (a sliding log within two
 -- limits of members, gcra's and the token bucket's instant below 2^53 units).
-local function decideCall(KEYS, ARGV, now, out, at)
+-- unblocked: true while no block key of the requests being decided exists, which a batch learns with
+-- one EXISTS of them all: a request then does not GET its own (see the batch). Writing a block key
+-- sets it back to false.
+local unblocked = false
+local function decideCall(block, KEYS, k, ARGV, now, out, at)
   local c = callOf(ARGV)
-  local op, policies, first = c.op, c.policies, c.first
+  local op, policies, first = c.op, c.policies, k + c.before
   if op == 'block' then
-    redis.call('SET', KEYS[1], digits(now + c.target), 'PX', digits(c.target))
-    out[at + 1], out[at + 2], out[at + 3] = 1, now, c.target
-    return 3
+    redis.call('SET', block, digits(now + c.target), 'PX', digits(c.target))
+    unblocked = false
+    out[at + 1], out[at + 2] = 1, c.target
+    return 2
   end
   if op == 'reset' then
-    redis.call('DEL', unpack(KEYS))
-    out[at + 1], out[at + 2], out[at + 3] = 1, now, 0
-    return 3
+    redis.call('DEL', block, unpack(KEYS, k + 1, k + 1 + #policies))
+    out[at + 1], out[at + 2] = 1, 0
+    return 2
   end
   if op == 'refund' or op == 'release' or op == 'extend' then
     local done = 0
@@ -142,8 +151,8 @@ local function decideCall(KEYS, ARGV, now, out, at)
       local f = policy.alg[op]
       if f and policy.cost > 0 and f(KEYS[first + i], policy.cost, now, policy.p, c.target, c.ms) then done = 1 end
     end
-    out[at + 1], out[at + 2], out[at + 3] = done, now, 0
-    return 3
+    out[at + 1], out[at + 2] = done, 0
+    return 2
   end
   if op == 'settle' then
     local done = 0
@@ -166,41 +175,42 @@ local function decideCall(KEYS, ARGV, now, out, at)
         end
       end
     end
-    out[at + 1], out[at + 2], out[at + 3] = done, now, 0
-    return 3
+    out[at + 1], out[at + 2] = done, 0
+    return 2
   end
   local peek = op == 'peek'
   -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
   -- block that lost its TTL still ends on time. Junk (not a time sluice wrote, a key of another
   -- type, an end further off than a block lasts) reads as -1: no block, deleted as an ended one.
-  local blockedUntil = redis.pcall('GET', KEYS[1]) if type(blockedUntil) == 'table' and refused(blockedUntil) then error(blockedUntil) end
+  -- A key known to be missing (unblocked) reads as one.
+  local blockedUntil = not unblocked and redis.pcall('GET', block) if type(blockedUntil) == 'table' and refused(blockedUntil) then error(blockedUntil) end
   blockedUntil = blockedUntil and (whole(blockedUntil) or -1) or 0
   if blockedUntil > now and blockedUntil <= now + 31622400000 then
     local blocked = blockedUntil - now
     -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
-    if not peek and redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIREAT', KEYS[1], digits(blockedUntil)) end
-    out[at + 1], out[at + 2], out[at + 3] = 0, now, blocked
+    if not peek and redis.call('PTTL', block) == -1 then redis.call('PEXPIREAT', block, digits(blockedUntil)) end
+    out[at + 1], out[at + 2] = 0, blocked
     for i = 1, #policies do
-      local p = at + 3 + (i - 1) * 5
+      local p = at + 2 + (i - 1) * 5
       out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
     end
-    return 3 + #policies * 5
+    return 2 + #policies * 5
   end
-  if blockedUntil ~= 0 and not peek then redis.call('DEL', KEYS[1]) end
+  if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
   -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison,
   -- cheaper than math.max, a global's field and a C call).
   local all = true
   for i = 1, #policies do
-    local policy, p = policies[i], at + 3 + (i - 1) * 5
+    local policy, p = policies[i], at + 2 + (i - 1) * 5
     local allowed, remaining, reset, retry = policy.alg.decide(KEYS[first + i], policy.cost, now, policy.p, peek, policy.state)
     out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = allowed and 1 or 0, remaining > 0 and remaining or 0, reset, retry, 0
     all = all and allowed
   end
-  out[at + 1], out[at + 2], out[at + 3] = all and 1 or 0, now, 0
+  out[at + 1], out[at + 2] = all and 1 or 0, 0
   if not peek then
     for i = 1, #policies do
-      local policy, p = policies[i], at + 3 + (i - 1) * 5
+      local policy, p = policies[i], at + 2 + (i - 1) * 5
       -- A policy the request costs nothing is only asked (it may be in debt): nothing to count.
       if all and policy.cost > 0 then
         local remaining, reset, extra = policy.alg.admit(KEYS[first + i], policy.cost, now, policy.p, policy.state)
@@ -212,13 +222,13 @@ local function decideCall(KEYS, ARGV, now, out, at)
   end
   if not peek and c.strikes > 0 then
     if all then
-      redis.call('DEL', KEYS[2])
+      redis.call('DEL', KEYS[k + 1])
     else
       -- The strikes key holds '<denials in a row>:<when they are forgotten>' (server time), read by
       -- TIME as the block key is: a TTL alone would end them a ms early or late, by how far Redis's
       -- expiry clock lags TIME; it only collects garbage, a ms after that end. Junk (not that form,
       -- an end further off than blockMs, a key of another type) counts again from 1.
-      local held = redis.pcall('GET', KEYS[2]) if type(held) == 'table' and refused(held) then error(held) end
+      local held = redis.pcall('GET', KEYS[k + 1]) if type(held) == 'table' and refused(held) then error(held) end
       local strikes = 1
       if type(held) == 'string' then
         local count, ends = held:match('^(%d+):(%d+)$')
@@ -226,14 +236,15 @@ local function decideCall(KEYS, ARGV, now, out, at)
         if count and ends and ends > now and ends <= now + c.blockMs then strikes = count + 1 end
       end
       if strikes >= c.strikes then
-        redis.call('SET', KEYS[1], digits(now + c.blockMs), 'PX', digits(c.blockMs))
-        redis.call('DEL', KEYS[2])
+        redis.call('SET', block, digits(now + c.blockMs), 'PX', digits(c.blockMs))
+        unblocked = false
+        redis.call('DEL', KEYS[k + 1])
       else
-        redis.call('SET', KEYS[2], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
+        redis.call('SET', KEYS[k + 1], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
       end
     end
   end
-  return 3 + #policies * 5
+  return 2 + #policies * 5
 end
 
 -- fixedWindow (ALG.fw): a counter per window, windows aligned to the server's clock.
@@ -301,8 +312,8 @@ function ALG.fw.refund(key, cost, now, p)
   return true
 end
 
--- A call sent alone: KEYS as decideCall reads them, ARGV as callOf reads it and then the call's
--- deadline. The reply is decideCall's.
+-- A call sent alone: KEYS its block key, then its other keys as decideCall reads them; ARGV as
+-- callOf reads it and then the call's deadline. The reply is now, then decideCall's.
 -- now: every decision's time, the Redis server's, in ms (TIME replies with strings, read by
 -- arithmetic as ARGV is). The call is refused whole when now is past its deadline (server time in
 -- ms; 0: none), after which its caller stopped waiting and answered from its failure policy: a
@@ -315,6 +326,9 @@ local deadline = ARGV[#ARGV] + 0
 if deadline > 0 and now >= deadline then
   return redis.error_reply('LATE ' .. digits(now) .. ' (server time in ms) reached after the deadline ' .. digits(deadline))
 end
-local out = {}
-decideCall(KEYS, ARGV, now, out, 0)
+-- The reply's table is made as long as a one-policy reply (8 numbers) at once: filled entry by
+-- entry, a table is resized at each power of two, which cost a lone call about 4,000 instructions
+-- (docs/performance.md). Redis's reply ends at the first nil.
+local out = {now, nil, nil, nil, nil, nil, nil, nil}
+decideCall(KEYS[1], KEYS, 1, ARGV, now, out, 1)
 return out

@@ -33,6 +33,16 @@ export const LOSS_MARGIN_MS = 1_000;
 // are several times what a healthy run uses (see docs/reliability.md), far below what a leak reaches.
 export const WORKER_HEAP_BOUND_BYTES = 256 * 2 ** 20;
 export const NODE_MEMORY_BOUND_BYTES = 32 * 2 ** 20;
+// Redis's TIME and a worker's clock are this machine's one clock, apart by the worker's drift since
+// it started: a server time further than this from its call's span was misread (another field of
+// the reply, say), and checked as the time it would put admissions at a wrong instant.
+export const SERVER_TIME_SLACK_MS = 60_000;
+
+/** Why `serverMs` cannot be the Redis time of `call`, or undefined if it can. */
+export function misreadServerTime(serverMs: number, call: Timed): string | undefined {
+  if (call.startMs - SERVER_TIME_SLACK_MS <= serverMs && serverMs <= call.endMs + SERVER_TIME_SLACK_MS) return;
+  return `at server time ${serverMs}, not within ${SERVER_TIME_SLACK_MS} ms of its call (${call.startMs.toFixed(0)} to ${call.endMs.toFixed(0)} on the worker's clock)`;
+}
 
 /** Each way `invariant` is broken by `admissions` (sorted by time), described. */
 export function overLimit(invariant: Invariant, admissions: readonly Admission[]): string[] {
@@ -239,6 +249,14 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
       // A release the failure policy answered freed the slot at an unknown time (or never): such
       // a lease is left out, which can only hide an excess, never invent one.
       if (release?.outcome === 'failed') return;
+      const misread = release?.serverMs === undefined ? undefined : misreadServerTime(release.serverMs, release);
+      if (misread !== undefined) {
+        violation(
+          'worker failed',
+          `release of ${record.limiter} "${record.key}" (worker ${record.worker}): ${misread}`,
+        );
+        return;
+      }
       heldUntilMs =
         release?.outcome === 'released' && release.serverMs !== undefined
           ? Math.min(release.serverMs, expiresMs)
@@ -267,9 +285,10 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
             summary.denied++;
           } else {
             summary.admitted++;
-            if (record.serverMs === undefined)
-              violation('worker failed', `${what}: admitted by Redis without its time`);
-            else admit(record, record.serverMs);
+            const { serverMs } = record;
+            const misread = serverMs === undefined ? 'without its time' : misreadServerTime(serverMs, record);
+            if (serverMs !== undefined && misread === undefined) admit(record, serverMs);
+            else violation('worker failed', `${what}: admitted by Redis ${misread}`);
           }
           break;
         }

@@ -11,9 +11,10 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
-import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient, type Store } from '../src/index.js';
+import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient } from '../src/index.js';
 import { historyWriter, type CallRecord, type ReleaseRecord, type Timed } from './history.js';
 import { soakKeys, soakLimiters, TIMEOUT_MS, type SoakLimiter } from './plan.js';
+import { timeTelling } from './time-telling.js';
 
 export interface WorkerConfig {
   readonly index: number;
@@ -38,7 +39,6 @@ const ABANDONED = 0.1;
 const MEMORY_EVERY_MS = 1_000;
 
 const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
-const clock = () => performance.timeOrigin + performance.now();
 const pick = <T>(list: readonly T[]): T => list[Math.floor(Math.random() * list.length)] as T;
 
 async function connect(): Promise<{ client: RedisClient; close: () => Promise<void> }> {
@@ -81,55 +81,6 @@ async function connect(): Promise<{ client: RedisClient; close: () => Promise<vo
   cluster.on('error', expected);
   await cluster.connect();
   return { client: cluster, close: () => cluster.close() };
-}
-
-/**
- * The store, telling a listener the Redis time of each reply. A limiter asks its store in the same
- * synchronous step as limit(), acquire() or release(), so the listener set around that call hears
- * about that call's reply.
- */
-function timeTelling(store: Store) {
-  let listener: ((serverMs: number) => void) | undefined;
-  const told: Store = {
-    run(script, keys, args, validForMs) {
-      const heard = listener;
-      return store.run(script, keys, args, validForMs).then((reply) => {
-        heard?.(reply[1] ?? NaN);
-        return reply;
-      });
-    },
-  };
-  return {
-    store: told,
-    /**
-     * Runs `call`, timed, with the server time of the store step it starts, beside a timer set for
-     * the limiter's timeout + 1 ms: when it fires, the limiter's own deadline has fired too. (Node
-     * runs timers by a clock of whole ms, so a timer may fire a fraction of a ms before its time by
-     * performance.now(); the limiter then finds the call not yet due and waits 1 ms more for it.)
-     */
-    timed: async <T>(call: () => Promise<T>): Promise<Timed & { value?: T; error?: unknown; serverMs?: number }> => {
-      let serverMs: number | undefined;
-      let firedMs: number | undefined;
-      listener = (ms) => (serverMs = ms);
-      const startMs = clock();
-      const timer = setTimeout(() => (firedMs = clock()), TIMEOUT_MS + 1);
-      let pending: Promise<T>;
-      try {
-        pending = call();
-      } finally {
-        listener = undefined;
-      }
-      const outcome: { value?: T; error?: unknown } = await pending.then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      );
-      const endMs = clock();
-      clearTimeout(timer);
-      const deadline =
-        firedMs === undefined ? {} : { timerLateMs: firedMs - startMs - TIMEOUT_MS - 1, afterTimerMs: endMs - firedMs };
-      return { startMs, endMs, ...deadline, ...outcome, ...(outcome.error === undefined && { serverMs }) };
-    },
-  };
 }
 
 const { client, close } = await connect();

@@ -26,13 +26,21 @@ const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fres
 
 /**
  * How the Lua finds the key's expiry (`at`: ms, -1 for none; a missing or expired key returns 0),
- * its value and its remainder (`rem`, not one when >= perMs), and what it writes as the value;
- * `about` says, in Lua comments, which form it is.
+ * its value and its remainder (`rem`, not one when >= perMs), and how it writes the instant
+ * (`write`: the Lua defining `<id>_write`, see writes); `about` says, in Lua comments, which form
+ * it is.
  */
 interface ExpiryForm {
   readonly about: string;
   readonly read: string;
-  readonly value: string;
+  readonly write: (id: string) => string;
+}
+
+/** What both forms' `<id>_write` do, in Lua comments. */
+function writes(id: string): string {
+  return `-- ${id}_write(key, now, ahead, perMs, before) writes the instant ahead and returns it rounded
+-- up, in ms from now (the reply's reset); before (read by the form with PEXPIRETIME): how far ahead
+-- the key was if it is there and holds nothing wrong (else nil or false).`;
 }
 
 const READ_VALUE = `  local value = redis.pcall('GET', key) if type(value) == 'table' and refused(value) then error(value) end
@@ -43,7 +51,24 @@ const WITH_PEXPIRETIME: ExpiryForm = {
   read: `  local at = redis.call('PEXPIRETIME', key)
   if at ~= -1 and at <= now then return 0 end
 ${READ_VALUE}`,
-  value: 'reset * perMs - ahead',
+  write: (id) => `${writes(id)}
+-- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates), so
+-- only its expiry changes: PEXPIREAT instead of SET with PXAT and the remainder's formatting saved
+-- about 7,800 of 49,600 instructions a decision with every key live (docs/performance.md). Else the
+-- remainder is written too: at one cost, every fresh key (as many clients' are, their state
+-- expired) gets the same one, which a batch formats once (the last one written, and its text, kept).
+local ${id}_rem, ${id}_remText
+local function ${id}_write(key, now, ahead, perMs, before)
+  local reset = ceil(ahead / perMs)
+  if before and (ahead - before) % perMs == 0 then
+    redis.call('PEXPIREAT', key, digits(now + reset))
+  else
+    local rem = reset * perMs - ahead
+    if rem ~= ${id}_rem then ${id}_rem, ${id}_remText = rem, digits(rem) end
+    redis.call('SET', key, ${id}_remText, 'PXAT', digits(now + reset))
+  end
+  return reset
+end`,
 };
 
 const CYCLE_MS = 1e9;
@@ -54,7 +79,8 @@ const WITHOUT_PEXPIRETIME: ExpiryForm = {
 -- expiry's last nine digits: (10^9 + expiry mod 10^9) * perMs + the remainder, read back as the
 -- expiry within half a cycle (about six days) of now + PTTL, so that it is exact again. It is not a
 -- remainder for a server with PEXPIRETIME, which reads it as the expiry alone (after an upgrade:
--- never too much); a value that is not in this form is read as on such a server, from now + PTTL.`,
+-- never too much); a value that is not in this form is read as on such a server, from now + PTTL.
+-- As the value holds the expiry, every write writes both.`,
   read: `  local at = redis.call('PTTL', key)
   if at == -2 then return 0 end
 ${READ_VALUE}
@@ -68,7 +94,12 @@ ${READ_VALUE}
     end
   end
   if at ~= -1 and at <= now then return 0 end`,
-  value: `(${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead`,
+  write: (id) => `${writes(id)}
+local function ${id}_write(key, now, ahead, perMs)
+  local reset = ceil(ahead / perMs)
+  redis.call('SET', key, digits((${CYCLE_MS} + (now + reset) % ${CYCLE_MS}) * perMs + reset * perMs - ahead), 'PXAT', digits(now + reset))
+  return reset
+end`,
 };
 
 function lua(id: string, header: string, expiry: ExpiryForm): string {
@@ -78,24 +109,22 @@ ${header.trim()}
 ${HEADER}
 ${expiry.about}
 ALG.${id} = {}
--- How far ahead the key is, and what is wrong with it: nil, 'lost' (its expiry) or 'junk'.
+-- How far ahead the key is, and what is wrong with it: nil, 'value' (not a remainder, read as 0),
+-- 'lost' (its expiry) or 'junk'. A key that is there and holds nothing wrong is ahead by over 0.
 local function ${id}_ahead(key, now, p)
 ${expiry.read}
+  local damage
   if not rem or rem >= p[3] then
     if at == -1 or type(value) == 'table' then return 0, 'junk' end
-    rem = 0
+    rem, damage = 0, 'value'
   elseif at == -1 then
     return p[1] * p[2], 'lost'
   end
   local ahead = (at - now) * p[3] - rem
   if ahead >= 2^53 then return 0, 'junk' end
-  return ahead
+  return ahead, damage
 end
-local function ${id}_write(key, now, ahead, perMs)
-  local reset = ceil(ahead / perMs)
-  redis.call('SET', key, digits(${expiry.value}), 'PXAT', digits(now + reset))
-  return reset
-end
+${expiry.write(id)}
 function ALG.${id}.decide(key, cost, now, p, peek, state)
   local step, most, perMs = p[1], p[1] * p[2], p[3]
   local ahead, damage = ${id}_ahead(key, now, p)
@@ -104,8 +133,9 @@ function ALG.${id}.decide(key, cost, now, p, peek, state)
   return over <= 0, floor((most - ahead) / step), ceil(ahead / perMs), over > 0 and ceil(over / perMs) or 0
 end
 function ALG.${id}.admit(key, cost, now, p, state)
-  local after = state.ahead + cost * p[1]
-  return floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3]), 0
+  local ahead = state.ahead
+  local after = ahead + cost * p[1]
+  return floor((p[1] * p[2] - after) / p[1]), ${id}_write(key, now, after, p[3], not state.damage and ahead > 0 and ahead), 0
 end
 function ALG.${id}.keep(key, cost, now, p, state)
   if state.damage == 'lost' then
@@ -115,10 +145,10 @@ function ALG.${id}.keep(key, cost, now, p, state)
   end
 end
 function ALG.${id}.refund(key, cost, now, p)
-  local ahead = ${id}_ahead(key, now, p)
+  local ahead, damage = ${id}_ahead(key, now, p)
   if ahead == 0 then return false end
   local after = math.max(0, ahead - cost * p[1])
-  if after == 0 then redis.call('DEL', key) else ${id}_write(key, now, after, p[3]) end
+  if after == 0 then redis.call('DEL', key) else ${id}_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
 `;

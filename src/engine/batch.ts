@@ -23,27 +23,30 @@ function batchLua(script: Script, packed: boolean): string {
 ${script.setup}-- A batch: many calls in one EVALSHA (src/engine/batch.ts). The definitions above run once; then
 -- decideCall decides each request as if it had been sent alone, after the requests before it in
 -- the batch, writing its reply straight into the batch's.
---   KEYS   every request's keys, request after request
---   ARGV   [1] the batch's deadline (the earliest of its requests', read as a lone call's is), then
---          the requests, those that share their args as one group: the group's number of
---          requests, the number of keys of each, the number of args, then the args, once for all
---          of them
---   reply  for each request: the length of its reply, then its reply (decideCall's); or -1 and an
---          error message. ${packed ? PACKED : PLAIN}
--- The batch reads TIME once: it runs at one instant anyway, atomically. A request that fails (an
+--   KEYS   every request's block key, request after request; then every request's other keys
+--   ARGV   [1] the batch's deadline (the earliest of its requests', read as a lone call's is),
+--          [2] the number of requests, then the requests, those that share their args as one
+--          group: the group's number of requests, the number of keys of each (its block key
+--          included), the number of args, then the args, once for all of them
+--   reply  now, then for each request: the length of its reply, then its reply (decideCall's); or
+--          -1 and an error message. ${packed ? PACKED : PLAIN}
+-- The batch reads TIME once: it runs at one instant anyway, atomically, and names it once. A request that fails (an
 -- error sluice did not foresee: state never fails one, it heals) fails alone: pcall keeps the
 -- others going, as separate calls would. A group's args are sent once, since Redis pays for every
 -- argument of a command (docs/performance.md), and its requests share their KEYS and ARGV tables
--- too (the driver only reads them).
+-- too (the driver only reads them). Most keys are never blocked: one EXISTS of every request's
+-- block key costs less than each request's GET of its own, which it saves unless one exists.
 ${readServerTime('ARGV[1] + 0')}
-local out, n = {}, 0
-local k, a = 1, 2
+local requests = ARGV[2] + 0
+unblocked = redis.call('EXISTS', unpack(KEYS, 1, requests)) == 0
+local out, n = {now}, 1
+local r, k, a = 0, requests, 3
 while a <= #ARGV do
   local count, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local args, keys = {unpack(ARGV, a + 3, a + 2 + na)}, {}
+  local args = {unpack(ARGV, a + 3, a + 2 + na)}
   for _ = 1, count do
-    for i = 1, nk do keys[i] = KEYS[k + i - 1] end
-    local ok, length = pcall(decideCall, keys, args, now, out, n + 1)
+    r = r + 1
+    local ok, length = pcall(decideCall, KEYS[r], KEYS, k, args, now, out, n + 1)
     if ok then
       out[n + 1] = length
       n = n + 1 + length
@@ -54,7 +57,7 @@ while a <= #ARGV do
       -- (its header is written last), so # could stop short of them: maxn finds the last.
       for i = n + 1, table.maxn(out) do out[i] = nil end
     end
-    k = k + nk
+    k = k + nk - 1
   end
   a = a + 3 + na
 end
@@ -78,6 +81,7 @@ export function batchScript(script: Script, packed: boolean): BatchScript {
 
 /** One request waiting for its batch. */
 export interface Request {
+  /** Its block key first, then its other keys (as a lone call sends them). */
   readonly keys: readonly string[];
   readonly args: readonly Arg[];
   resolve(reply: unknown): void;
@@ -103,8 +107,9 @@ export function batchArguments(
     }
     group.push(request);
   }
-  const keys: string[] = [];
-  const args: string[] = [deadline];
+  const blocks: string[] = [];
+  const others: string[] = [];
+  const args: string[] = [deadline, String(requests.length)];
   const order: Request[] = [];
   for (const group of groups.values()) {
     const [first] = group;
@@ -112,11 +117,13 @@ export function batchArguments(
     args.push(String(group.length), String(first.keys.length), String(first.args.length));
     for (const arg of first.args) args.push(String(arg));
     for (const request of group) {
-      for (const key of request.keys) keys.push(key);
+      const { keys } = request;
+      blocks.push(keys[0] ?? '');
+      for (let i = 1; i < keys.length; i++) others.push(keys[i] as string);
       order.push(request);
     }
   }
-  return { keys, args, order };
+  return { keys: blocks.concat(others), args, order };
 }
 
 /**
@@ -134,11 +141,16 @@ export function settle(requests: readonly Request[], raw: unknown, error: (messa
     for (const request of requests) request.reject(failure);
     return;
   }
-  let at = 0;
+  const now = flat[0];
+  let at = 1;
   for (const [index, request] of requests.entries()) {
     const length = flat[at];
-    if (typeof length === 'number' && length >= 0) {
-      request.resolve(flat.slice(at + 1, at + 1 + length));
+    if (typeof now === 'number' && typeof length === 'number' && length >= 0) {
+      // A lone call's reply: the batch's now, then the request's own.
+      const reply = new Array<unknown>(1 + length);
+      reply[0] = now;
+      for (let i = 1; i <= length; i++) reply[i] = flat[at + i];
+      request.resolve(reply);
       at += 1 + length;
     } else if (length === -1) {
       request.reject(error(String(flat[at + 1])));

@@ -9,10 +9,10 @@ import type { Reply } from './script.js';
 const HEAD = 3;
 const PER_POLICY = 5;
 
-/** limit, peek: whether every policy admits; the other ops: whether the call changed anything. */
-export const replyAllowed = (reply: Reply): boolean => reply[0] === 1;
 /** The server's time when it decided, in ms. */
-export const replyNowMs = (reply: Reply): number => reply[1] ?? 0;
+export const replyNowMs = (reply: Reply): number => reply[0] ?? 0;
+/** limit, peek: whether every policy admits; the other ops: whether the call changed anything. */
+export const replyAllowed = (reply: Reply): boolean => reply[1] === 1;
 /** How much longer the key is blocked, in ms (0: not blocked). */
 export const replyBlockedForMs = (reply: Reply): number => reply[2] ?? 0;
 /** Whether policy `i` alone admits the request. */

@@ -1,6 +1,6 @@
 /**
  * What the composite script replies, in Redis and in memory alike:
- * [allowed (1|0), now (the server's time in ms), blocked for ms (0 if not blocked),
+ * [now (the server's time in ms), allowed (1|0), blocked for ms (0 if not blocked),
  *  then five numbers per policy: allowed, remaining, resetAfterMs, retryAfterMs, extra (a lease id)].
  */
 export type Reply = readonly number[];

@@ -307,7 +307,7 @@ class Pending implements Request {
   resolve(raw: unknown): void {
     if (isReply(raw)) {
       // Every reply names the server's time when the script ran (see Reply).
-      this.clock.observe(raw[1] as number);
+      this.clock.observe(raw[0] as number);
       this.done(raw);
     } else
       this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));

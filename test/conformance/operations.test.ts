@@ -165,6 +165,28 @@ for (const storeCase of harness.cases) {
         assert.equal((await limiter.limit('k')).allowed, true, 'reset lifts the block');
         await assertEveryKeyHasTtl(storeCase, limiter.prefix);
       });
+
+      it('a block written by a call holds for the calls after it in the same tick', async () => {
+        // The Redis store sends a tick's calls as one batch, which learns with one EXISTS that no
+        // block key exists: a block its requests write must still be read by those after them.
+        const limiter = limiterOn(storeCase, {
+          policy: fixedWindow({ limit: 2, window: '1h' }),
+          penalty: { after: 1, block: '1h' },
+        });
+        const struck = await Promise.all(Array.from({ length: 5 }, () => limiter.limit('struck')));
+        assert.deepEqual(
+          struck.map((d) => [d.allowed, d.blockedForMs !== undefined]),
+          [
+            [true, false],
+            [true, false],
+            [false, false],
+            [false, true],
+            [false, true],
+          ],
+        );
+        const [, blocked] = await Promise.all([limiter.block('blocked', '1h'), limiter.limit('blocked')]);
+        assert.ok(blocked.blockedForMs && blocked.blockedForMs > HOUR - 5_000, String(blocked.blockedForMs));
+      });
     });
 
     describe('waitFor', () => {

@@ -122,7 +122,7 @@ describe('the line a Redis error names is the line of the checked-in script', ()
       // (TIME). A batch catches each request's error, and Redis names a line only for an error that
       // ends the script: there, only TIME's.
       const lineOf = (text: string, from = 0) => lines.indexOf(text, from) + 1;
-      const driverEnd = lineOf('end', lineOf('local function decideCall(KEYS, ARGV, now, out, at)'));
+      const driverEnd = lineOf('end', lineOf('local function decideCall(block, KEYS, k, ARGV, now, out, at)'));
       const timeLine = lineOf("local time = redis.call('TIME')");
       assert.equal(mapped.get('TIME'), timeLine);
       if (!batch) {

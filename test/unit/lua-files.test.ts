@@ -52,7 +52,7 @@ describe('lua/: the scripts Redis runs, checked in', () => {
     // after its start that closes a function at the top level.
     const driverLines = (lua: string) => {
       const lines = lua.split('\n');
-      const start = lines.indexOf('local function decideCall(KEYS, ARGV, now, out, at)');
+      const start = lines.indexOf('local function decideCall(block, KEYS, k, ARGV, now, out, at)');
       return lines.slice(1, lines.indexOf('end', start) + 1);
     };
     const [first, ...rest] = CHECKED_IN.map((name) => driverLines(scriptNamed(name).lua));

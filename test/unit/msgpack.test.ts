@@ -74,12 +74,13 @@ describe('MessagePack batch replies', () => {
       settle(requests, raw, (message) => new Error(message));
       return requests.map((r) => r.outcome);
     };
-    const plain = [2, 1, 300, -1, 'WRONGTYPE x'];
+    // The batch's time (50), then each request's part: a reply of two numbers, an error.
+    const plain = [50, 2, 1, 300, -1, 'WRONGTYPE x'];
     assert.deepEqual(
-      outcomes(bytes(0x95, 0x02, 0x01, 0xcd, 0x01, 0x2c, 0xff, 0xab, ...Buffer.from('WRONGTYPE x'))),
+      outcomes(bytes(0x96, 0x32, 0x02, 0x01, 0xcd, 0x01, 0x2c, 0xff, 0xab, ...Buffer.from('WRONGTYPE x'))),
       outcomes(plain),
     );
-    assert.deepEqual(outcomes(plain), [[1, 300], 'WRONGTYPE x']);
+    assert.deepEqual(outcomes(plain), [[50, 1, 300], 'WRONGTYPE x']);
     const unreadable = outcomes(bytes(0x92, 0x01));
     assert.equal(unreadable.length, 2);
     for (const outcome of unreadable)

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { healthyRuns, overLimit, type Admission } from '../../soak/check.js';
+import { checkRun, healthyRuns, overLimit, type Admission } from '../../soak/check.js';
+import { historyWriter, type CallRecord } from '../../soak/history.js';
 import type { Invariant } from '../../soak/plan.js';
 
 /** Admissions of cost 1 at these server times. */
@@ -81,5 +85,51 @@ describe("the soak's checker: runs between losses", () => {
 
   it('leaves a key on another slot whole', () => {
     assert.deepEqual(healthyRuns(at(1000, 2500, 3001), 201, [loss]), [at(1000, 2500, 3001)]);
+  });
+});
+
+describe("the soak's checker: a server time that cannot be the call's", () => {
+  /** The checker's summary of one worker's calls. */
+  async function check(calls: readonly CallRecord[]) {
+    const dir = await mkdtemp(join(tmpdir(), 'soak-check-'));
+    try {
+      const history = historyWriter(join(dir, 'worker-0.jsonl'));
+      calls.forEach((call) => history.write(call));
+      await history.close();
+      return await checkRun(dir, 'p', []);
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+  }
+  const startMs = Date.now();
+  const call = (limiter: string, serverMs: number, release?: CallRecord['release']): CallRecord => ({
+    type: 'call',
+    worker: 0,
+    limiter,
+    key: 'client-0',
+    cost: 1,
+    startMs,
+    endMs: startMs + 2,
+    outcome: 'allowed',
+    serverMs,
+    ...(release && { release }),
+  });
+
+  it('is the worker failing, not admissions over the limit', async () => {
+    // Another field of the reply read as the time: allowed, 1, as a worker once did.
+    const { violations } = await check(Array.from({ length: 6 }, () => call('tokenBucket', 1)));
+    assert.equal(violations['worker failed']?.count, 6);
+    assert.equal(violations['over the limit'], undefined);
+  });
+
+  it("is a lease's release too", async () => {
+    const release = { startMs: startMs + 3, endMs: startMs + 4, outcome: 'released', serverMs: 1 } as const;
+    const { violations } = await check([call('concurrency', startMs + 1, release)]);
+    assert.equal(violations['worker failed']?.count, 1);
+  });
+
+  it('leaves times of this machine alone', async () => {
+    const { violations } = await check([call('tokenBucket', startMs + 1), call('tokenBucket', startMs + 1)]);
+    assert.deepEqual(violations, {});
   });
 });

@@ -12,7 +12,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { inProcessContenders, incrCeiling, redisContenders, type Contender } from './contenders.js';
-import { combine, keysFor, measure, measureInProcess, run, type Sample } from './measure.js';
+import { combine, keysFor, measure, measureInProcess, run, type InProcessRate, type Sample } from './measure.js';
 
 /** Which contender a process holds: its name, and where it decides. */
 export interface ContenderSpec {
@@ -30,13 +30,13 @@ export interface Order {
   readonly warmUpMs: number;
 }
 
-type Reply = { readonly sample: Sample } | { readonly perSecond: number } | { readonly error: string };
+type Reply = { readonly sample: Sample } | { readonly rate: InProcessRate } | { readonly error: string };
 
 /** A contender's process, ready for orders. */
 export interface ContenderProcess {
   readonly name: string;
   measure(order: Order & { inFlight: number }): Promise<Sample>;
-  measureInProcess(order: Order): Promise<number>;
+  measureInProcess(order: Order): Promise<InProcessRate>;
   stop(): void;
 }
 
@@ -76,8 +76,8 @@ export async function startContender(spec: ContenderSpec): Promise<ContenderProc
     },
     measureInProcess: async (order) => {
       const reply = await ask(order);
-      if (!('perSecond' in reply)) throw new Error(`${spec.name}: replied ${JSON.stringify(reply)} in process`);
-      return reply.perSecond;
+      if (!('rate' in reply)) throw new Error(`${spec.name}: replied ${JSON.stringify(reply)} in process`);
+      return reply.rate;
     },
     stop: () => child.kill(),
   };
@@ -125,7 +125,7 @@ async function serveOrders(spec: ContenderSpec): Promise<void> {
     const measured =
       order.inFlight === undefined
         ? measureInProcess(decide, keys, order.warmUpMs).then(async () => ({
-            perSecond: await measureInProcess(decide, keys, order.durationMs),
+            rate: await measureInProcess(decide, keys, order.durationMs),
           }))
         : measure(decide, keys, order.inFlight, order.warmUpMs).then(async () => ({
             sample: await measureWithRedisCpu(redis as Redis, decide, keys, order.inFlight as number, order.durationMs),

@@ -28,7 +28,8 @@ const contenders: [string, (key: string) => Promise<unknown>][] = [
 ];
 const rates = new Map<string, number[]>(contenders.map(([name]) => [name, []]));
 for (let round = 0; round < 5; round++) {
-  for (const [name, decide] of contenders) rates.get(name)?.push(await measureInProcess(decide, keys, 1000));
+  for (const [name, decide] of contenders)
+    rates.get(name)?.push((await measureInProcess(decide, keys, 1000)).perSecond);
 }
 const flexibleRate = median(rates.get(contenders[1]?.[0] ?? '') ?? []);
 for (const [name, list] of rates) {

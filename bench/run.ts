@@ -229,7 +229,7 @@ export async function runBenchmarks(options: BenchOptions = {}): Promise<BenchRe
         const contender = inProcessList[i] as ContenderProcess;
         progress(`in process, run ${run + 1}: ${contender.name}`);
         inProcess[i]?.decisionsPerSecond.push(
-          await contender.measureInProcess({ keys: 10_000, durationMs: runMs, warmUpMs }),
+          (await contender.measureInProcess({ keys: 10_000, durationMs: runMs, warmUpMs })).perSecond,
         );
       }
     }

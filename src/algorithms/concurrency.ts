@@ -1,7 +1,8 @@
 import { MAX_DURATION_MS, parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger, REQUESTS } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
+import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { deleteCell, setCell, type Cell } from '../engine/script.js';
 import { timedSetLua } from './timed-set.js';
 
 export interface ConcurrencyOptions {
@@ -114,65 +115,77 @@ function live(leases: Leases | undefined, now: number): [number, number][] {
     .sort((a, b) => a[1] - b[1] || a[0] - b[0]);
 }
 
-function withTtl(held: [number, number][], now: number) {
+/** Writes the leases `held` with the TTL of the last one to expire, or deletes the key if none is held. */
+function writeLeases(cell: Cell<Leases>, held: [number, number][], now: number): void {
   const last = held.at(-1);
-  return last ? { value: new Map(held), ttlMs: last[1] - now + 1 } : null;
+  if (last) setCell(cell, new Map(held), last[1] - now + 1);
+  else deleteCell(cell);
 }
 
-const algorithm = defineAlgorithm<Leases>({
+/** What decide read: the live leases in expiry order. */
+interface ConcurrencyState extends Decided {
+  held: [number, number][];
+}
+
+const algorithm = defineAlgorithm<Leases, ConcurrencyState>({
   id: 'cc',
   leases: true,
   lua: LUA,
-  decide(now, entry, cost, [limit = 0, leaseMs = 1], peek) {
-    const held = live(entry?.value, now);
+  newState: () => ({ ...undecided(), held: [] }),
+  decide(now, cell, cost, p, _peek, state) {
+    const limit = p[0] ?? 0;
+    const held = live(cell.value, now);
     const count = held.length;
-    const allowed = count + cost <= limit;
-    const resetAfter = count > 0 ? (held.at(-1)?.[1] ?? now) - now : 0;
-    const freed = allowed ? undefined : held[count + cost - limit - 1];
-    return {
-      allowed,
-      remaining: limit - count,
-      resetAfter,
-      retryAfter: freed ? freed[1] - now : 0,
-      admit() {
-        const inUse = new Set(held.map(([id]) => id));
-        let id = now * 1000;
-        for (let free = 0; free < cost;) {
-          if (inUse.has(id + free)) {
-            id += free + 1;
-            free = 0;
-          } else free++;
-        }
-        const taken: [number, number][] = Array.from({ length: cost }, (_, i) => [id + i, now + leaseMs]);
-        const reset = Math.max(resetAfter, leaseMs);
-        return {
-          write: { value: new Map([...held, ...taken]), ttlMs: reset + 1 },
-          remaining: limit - count - cost,
-          resetAfter: reset,
-          extra: id,
-        };
-      },
-      keep: () => (peek || !entry ? undefined : withTtl(held, now)),
-    };
+    const freed = held[count + cost - limit - 1];
+    state.held = held;
+    state.allowed = count + cost <= limit;
+    state.remaining = limit - count;
+    state.resetAfter = count > 0 ? (held.at(-1)?.[1] ?? now) - now : 0;
+    state.retryAfter = !state.allowed && freed ? freed[1] - now : 0;
   },
-  refund: () => unchanged,
-  release(now, entry, cost, _p, id) {
-    if (!entry) return unchanged;
-    const held = [...entry.value].filter(([member, expires]) => member < id || member >= id + cost || expires <= now);
-    if (held.length === entry.value.size) return unchanged;
-    return { write: held.length > 0 ? { value: new Map(held), ttlMs: entry.ttlMs } : null, done: true };
+  admit(now, cell, cost, p, state) {
+    const leaseMs = p[1] ?? 1;
+    const { held } = state;
+    const inUse = new Set(held.map(([id]) => id));
+    let id = now * 1000;
+    for (let free = 0; free < cost;) {
+      if (inUse.has(id + free)) {
+        id += free + 1;
+        free = 0;
+      } else free++;
+    }
+    const taken: [number, number][] = Array.from({ length: cost }, (_, i) => [id + i, now + leaseMs]);
+    const reset = Math.max(state.resetAfter, leaseMs);
+    setCell(cell, new Map([...held, ...taken]), reset + 1);
+    state.remaining = (p[0] ?? 0) - held.length - cost;
+    state.resetAfter = reset;
+    state.extra = id;
   },
-  extend(now, entry, cost, _p, id, ms) {
-    if (!entry) return unchanged;
+  keep(now, cell, _cost, _p, state) {
+    if (cell.held) writeLeases(cell, state.held, now);
+  },
+  refund: () => false,
+  release(now, cell, cost, _p, id) {
+    if (!cell.held) return false;
+    const leases = cell.value as Leases;
+    const held = [...leases].filter(([member, expires]) => member < id || member >= id + cost || expires <= now);
+    if (held.length === leases.size) return false;
+    if (held.length > 0) setCell(cell, new Map(held), cell.ttlMs);
+    else deleteCell(cell);
+    return true;
+  },
+  extend(now, cell, cost, _p, id, ms) {
+    if (!cell.held) return false;
     let extended = false;
-    const held = [...entry.value].map(([member, expires]): [number, number] => {
+    const held = [...(cell.value as Leases)].map(([member, expires]): [number, number] => {
       if (member < id || member >= id + cost || expires <= now) return [member, expires];
       extended = true;
       return [member, now + ms];
     });
-    if (!extended) return unchanged;
+    if (!extended) return false;
     const last = live(new Map(held), now).at(-1);
-    return { write: { value: new Map(held), ttlMs: (last?.[1] ?? now) - now + 1 }, done: true };
+    setCell(cell, new Map(held), (last?.[1] ?? now) - now + 1);
+    return true;
   },
 });
 

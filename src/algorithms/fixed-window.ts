@@ -1,8 +1,8 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
-import type { Entry } from '../engine/script.js';
+import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { setCell, type Cell } from '../engine/script.js';
 import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 
 export interface FixedWindowOptions {
@@ -86,37 +86,48 @@ function ALG.fw.refund(key, cost, now, p)
 end
 `;
 
-/** The counter if it belongs to this window; undefined for a fresh window. */
-function current(now: number, entry: Entry<number> | undefined, window: number): Entry<number> | undefined {
-  return entry && Math.abs(entry.ttlMs - (window - (now % window))) <= window / 2 ? entry : undefined;
+/** Whether the cell holds this window's counter (and not a fresh window's). */
+function current(now: number, cell: Cell<number>, window: number): boolean {
+  return cell.held && Math.abs(cell.ttlMs - (window - (now % window))) <= window / 2;
 }
 
-const algorithm = defineAlgorithm<number>({
+/** What decide read: this window's count (0 for a fresh window), and whether the cell holds it. */
+interface FixedWindowState extends Decided {
+  count: number;
+  current: boolean;
+}
+
+const algorithm = defineAlgorithm<number, FixedWindowState>({
   id: 'fw',
   stableDenials: true,
   lua: LUA,
-  decide(now, entry, cost, [limit = 0, window = 1]) {
+  newState: () => ({ ...undecided(), count: 0, current: false }),
+  decide(now, cell, cost, p, _peek, state) {
+    const limit = p[0] ?? 0;
+    const window = p[1] ?? 1;
     const resetAfter = window - (now % window);
-    const counter = current(now, entry, window);
-    const count = counter?.value ?? 0;
-    return {
-      allowed: count + cost <= limit,
-      remaining: limit - count,
-      resetAfter: count > 0 ? resetAfter : 0,
-      retryAfter: count + cost <= limit ? 0 : resetAfter,
-      admit: () => ({
-        write: { value: count + cost, ttlMs: counter?.ttlMs ?? resetAfter + 1 },
-        remaining: limit - count - cost,
-        resetAfter,
-        extra: 0,
-      }),
-      keep: () => undefined,
-    };
+    const counted = current(now, cell, window);
+    const count = counted ? (cell.value as number) : 0;
+    state.count = count;
+    state.current = counted;
+    state.allowed = count + cost <= limit;
+    state.remaining = limit - count;
+    state.resetAfter = count > 0 ? resetAfter : 0;
+    state.retryAfter = state.allowed ? 0 : resetAfter;
   },
-  refund(now, entry, cost, [, window = 1]) {
-    const counter = current(now, entry, window);
-    if (!counter || counter.value === 0) return unchanged;
-    return { write: { value: Math.max(0, counter.value - cost), ttlMs: counter.ttlMs }, done: true };
+  admit(now, cell, cost, p, state) {
+    const window = p[1] ?? 1;
+    const resetAfter = window - (now % window);
+    setCell(cell, state.count + cost, state.current ? cell.ttlMs : resetAfter + 1);
+    state.remaining = (p[0] ?? 0) - state.count - cost;
+    state.resetAfter = resetAfter;
+    state.extra = 0;
+  },
+  keep() {},
+  refund(now, cell, cost, p) {
+    if (!current(now, cell, p[1] ?? 1) || cell.value === 0) return false;
+    setCell(cell, Math.max(0, (cell.value as number) - cost), cell.ttlMs);
+    return true;
   },
 });
 

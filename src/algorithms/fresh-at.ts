@@ -1,4 +1,5 @@
-import { defineAlgorithm, unchanged, type Algorithm } from '../engine/algorithm.js';
+import { defineAlgorithm, undecided, type Algorithm, type Decided } from '../engine/algorithm.js';
+import { deleteCell, setCell, type Cell } from '../engine/script.js';
 
 // The header of both forms' Lua, after the algorithm's own.
 const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
@@ -154,44 +155,61 @@ end
 `;
 }
 
-/** The write that holds `ahead`: the remainder as the value, the rounded-up instant as the expiry (relative to now). */
-function write(ahead: number, perMs: number) {
+/** Writes `ahead` into the cell: the remainder as the value, the rounded-up instant as the expiry (relative to now). */
+function writeAhead(cell: Cell<number>, ahead: number, perMs: number): number {
   const reset = Math.ceil(ahead / perMs);
-  return { value: reset * perMs - ahead, ttlMs: reset };
+  setCell(cell, reset * perMs - ahead, reset);
+  return reset;
+}
+
+/** How far ahead the key is, in units: 0 for a missing key. */
+function aheadOf(cell: Cell<number>, perMs: number): number {
+  return cell.held ? cell.ttlMs * perMs - (cell.value as number) : 0;
+}
+
+interface FreshAtState extends Decided {
+  ahead: number;
 }
 
 /**
  * The algorithm under the Lua table and key suffix `id`, its Lua after `header` (Lua comments on
  * what the parametrisation is). The memory store only holds keys that have not expired by `now`,
- * each with a TTL, so its entries are the live keys of the Lua.
+ * each with a TTL, so its cells are the live keys of the Lua.
  */
 export function freshAtAlgorithm(id: string, header: string): Algorithm {
-  return defineAlgorithm<number>({
+  return defineAlgorithm<number, FreshAtState>({
     id,
     stableDenials: true,
     lua: lua(id, header, WITH_PEXPIRETIME),
     luaWithoutPexpiretime: lua(id, header, WITHOUT_PEXPIRETIME),
-    decide(now, entry, cost, [step = 1, size = 0, perMs = 1]) {
-      const most = step * size;
-      const ahead = entry ? entry.ttlMs * perMs - entry.value : 0;
+    newState: () => ({ ...undecided(), ahead: 0 }),
+    decide(_now, cell, cost, p, _peek, state) {
+      const step = p[0] ?? 1;
+      const most = step * (p[1] ?? 0);
+      const perMs = p[2] ?? 1;
+      const ahead = aheadOf(cell, perMs);
       const over = ahead + cost * step - most;
-      return {
-        allowed: over <= 0,
-        remaining: Math.floor((most - ahead) / step),
-        resetAfter: Math.ceil(ahead / perMs),
-        retryAfter: over > 0 ? Math.ceil(over / perMs) : 0,
-        admit() {
-          const after = ahead + cost * step;
-          const written = write(after, perMs);
-          return { write: written, remaining: Math.floor((most - after) / step), resetAfter: written.ttlMs, extra: 0 };
-        },
-        keep: () => undefined,
-      };
+      state.ahead = ahead;
+      state.allowed = over <= 0;
+      state.remaining = Math.floor((most - ahead) / step);
+      state.resetAfter = Math.ceil(ahead / perMs);
+      state.retryAfter = over > 0 ? Math.ceil(over / perMs) : 0;
     },
-    refund(_now, entry, cost, [step = 1, , perMs = 1]) {
-      if (!entry) return unchanged;
-      const after = Math.max(0, entry.ttlMs * perMs - entry.value - cost * step);
-      return { write: after === 0 ? null : write(after, perMs), done: true };
+    admit(_now, cell, cost, p, state) {
+      const step = p[0] ?? 1;
+      const after = state.ahead + cost * step;
+      state.resetAfter = writeAhead(cell, after, p[2] ?? 1);
+      state.remaining = Math.floor((step * (p[1] ?? 0) - after) / step);
+      state.extra = 0;
+    },
+    keep() {},
+    refund(_now, cell, cost, p) {
+      if (!cell.held) return false;
+      const perMs = p[2] ?? 1;
+      const after = Math.max(0, aheadOf(cell, perMs) - cost * (p[0] ?? 1));
+      if (after === 0) deleteCell(cell);
+      else writeAhead(cell, after, perMs);
+      return true;
     },
   });
 }

@@ -1,8 +1,8 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
-import type { Entry } from '../engine/script.js';
+import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { deleteCell, setCell, type Cell } from '../engine/script.js';
 import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 import { timedSetLua } from './timed-set.js';
 
@@ -97,52 +97,80 @@ function firstAfter(log: Log, cutoff: number): number {
   return low;
 }
 
-const algorithm = defineAlgorithm<Log>({
+/** What decide read: where the window's members start, how many there are, and the newest one. */
+interface SlidingLogState extends Decided {
+  /** The first member in the window, counted in members: those before it have left the window. */
+  start: number;
+  count: number;
+  newestAt: number;
+  newestId: number;
+}
+
+// A missing key's log, only ever read: admit starts a new one.
+const NO_LOG: Log = [];
+
+/**
+ * The stored log without the members that have left the window: admit and keep write the stored
+ * log itself, pruned and extended in place (decide and peek only read it), since a copy per call
+ * would cost time in proportion to the limit.
+ */
+function pruned(cell: Cell<Log>, state: SlidingLogState): Log {
+  const log = cell.value ?? [];
+  if (state.start > 0) log.splice(0, 2 * state.start);
+  return log;
+}
+
+const algorithm = defineAlgorithm<Log, SlidingLogState>({
   id: 'sl',
   stableDenials: true,
   lua: LUA,
-  decide(now, entry, cost, [limit = 0, window = 1]) {
-    const log = entry?.value ?? [];
+  newState: () => ({ ...undecided(), start: 0, count: 0, newestAt: 0, newestId: 0 }),
+  decide(now, cell, cost, p, _peek, state) {
+    const limit = p[0] ?? 0;
+    const window = p[1] ?? 1;
+    const log = cell.value ?? NO_LOG;
     // The members still in the window are the log's tail, from `start`.
     const start = firstAfter(log, now - window);
     const count = log.length / 2 - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
-    const hasNewest = count > 0;
-    const newestAt = hasNewest ? (log[log.length - 2] as number) : now;
-    const newestId = hasNewest ? (log[log.length - 1] as number) : 0;
-    const allowed = count + cost <= limit;
-    const leavingAt = allowed ? undefined : log[2 * (start + count + cost - limit - 1)];
-    const resetAfter = count > 0 && hasNewest ? newestAt + window - now : 0;
-    // admit and keep write the stored log itself, pruned and extended in place (decide and peek
-    // only read it): a copy per call would cost time in proportion to the limit.
-    const pruned = (): Log => {
-      if (start > 0) log.splice(0, 2 * start);
-      return log;
-    };
-    return {
-      allowed,
-      remaining: limit - count,
-      resetAfter,
-      retryAfter: leavingAt === undefined ? 0 : leavingAt + window - now,
-      admit() {
-        const at = Math.max(now, newestAt);
-        const firstId = Math.max(now * 1000, hasNewest ? newestId + 1 : 0);
-        const value = pruned();
-        for (let i = 0; i < cost; i++) value.push(at, firstId + i);
-        const reset = at + window - now;
-        return { write: { value, ttlMs: reset + 1 }, remaining: limit - count - cost, resetAfter: reset, extra: 0 };
-      },
-      keep: (): Entry<Log> | null => (count > 0 ? { value: pruned(), ttlMs: resetAfter + 1 } : null),
-    };
+    state.start = start;
+    state.count = count;
+    state.newestAt = count > 0 ? (log[log.length - 2] as number) : now;
+    state.newestId = count > 0 ? (log[log.length - 1] as number) : 0;
+    state.allowed = count + cost <= limit;
+    state.remaining = limit - count;
+    state.resetAfter = count > 0 ? state.newestAt + window - now : 0;
+    state.retryAfter = state.allowed ? 0 : (log[2 * (start + count + cost - limit - 1)] as number) + window - now;
   },
-  refund(now, entry, cost, [, window = 1]) {
-    if (!entry) return unchanged;
-    const log = entry.value;
+  admit(now, cell, cost, p, state) {
+    const at = Math.max(now, state.newestAt);
+    const firstId = Math.max(now * 1000, state.count > 0 ? state.newestId + 1 : 0);
+    const log = pruned(cell, state);
+    for (let i = 0; i < cost; i++) log.push(at, firstId + i);
+    const reset = at + (p[1] ?? 1) - now;
+    setCell(cell, log, reset + 1);
+    state.remaining = (p[0] ?? 0) - state.count - cost;
+    state.resetAfter = reset;
+    state.extra = 0;
+  },
+  keep(_now, cell, _cost, _p, state) {
+    // keep follows decide alone: resetAfter is still decide's.
+    if (state.count > 0) setCell(cell, pruned(cell, state), state.resetAfter + 1);
+    else deleteCell(cell);
+  },
+  refund(now, cell, cost, p) {
+    if (!cell.held) return false;
+    const log = cell.value as Log;
     // As in Lua: pruned first, so an entry that has left the window is not given back.
-    const start = 2 * firstAfter(log, now - window);
-    if (start === log.length) return { write: null, done: false };
+    const start = 2 * firstAfter(log, now - (p[1] ?? 1));
+    if (start === log.length) {
+      deleteCell(cell);
+      return false;
+    }
     const kept = log.slice(start, Math.max(start, log.length - 2 * cost));
-    return { write: kept.length > 0 ? { value: kept, ttlMs: entry.ttlMs } : null, done: true };
+    if (kept.length > 0) setCell(cell, kept, cell.ttlMs);
+    else deleteCell(cell);
+    return true;
   },
 });
 

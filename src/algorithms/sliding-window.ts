@@ -2,7 +2,8 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, unchanged } from '../engine/algorithm.js';
+import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { deleteCell, setCell } from '../engine/script.js';
 import { rateName, WINDOW_PEER_NAMES } from './policy.js';
 
 export interface SlidingWindowOptions {
@@ -18,9 +19,9 @@ export interface SlidingWindowOptions {
 
 interface Counters {
   /** Start of the window `current` counts (ms, aligned to the window). */
-  readonly start: number;
-  readonly previous: number;
-  readonly current: number;
+  start: number;
+  previous: number;
+  current: number;
 }
 
 const MIN_WINDOW_MS = 10;
@@ -102,59 +103,76 @@ function ALG.sw.refund(key, cost, now, p)
 end
 `;
 
-function counters(now: number, stored: Counters | undefined, window: number): Counters & { same: boolean } {
-  const start = now - (now % window);
-  // Built field by field: a spread of `stored` was the twin's hot spot (docs/performance.md, "In process").
-  if (stored?.start === start) return { start, previous: stored.previous, current: stored.current, same: true };
-  if (stored?.start === start - window) return { start, previous: stored.current, current: 0, same: false };
-  return { start, previous: 0, current: 0, same: false };
+/** What decide read: the counters as of this window, and whether the stored ones are this window's. */
+interface SlidingWindowState extends Decided, Counters {
+  same: boolean;
+  weighted: number;
 }
 
-const algorithm = defineAlgorithm<Counters>({
+/** Reads the stored counters as of the window of `now` into `into`. */
+function readCounters(now: number, stored: Counters | undefined, window: number, into: Counters & { same: boolean }) {
+  const start = now - (now % window);
+  into.start = start;
+  into.same = stored?.start === start;
+  into.previous = into.same ? (stored as Counters).previous : stored?.start === start - window ? stored.current : 0;
+  into.current = into.same ? (stored as Counters).current : 0;
+}
+
+/** How long the counters still matter, with `current` counted in this window. */
+function resetAfter(now: number, window: number, { start, previous }: Counters, current: number): number {
+  return current > 0 ? start + 2 * window - now : previous > 0 ? start + window - now : 0;
+}
+
+const algorithm = defineAlgorithm<Counters, SlidingWindowState>({
   id: 'sw',
   stableDenials: true,
   lua: LUA,
-  decide(now, entry, cost, [limit = 0, window = 1]) {
-    const { start, previous, current } = counters(now, entry?.value, window);
+  newState: () => ({ ...undecided(), start: 0, previous: 0, current: 0, same: false, weighted: 0 }),
+  decide(now, cell, cost, p, _peek, state) {
+    const limit = p[0] ?? 0;
+    const window = p[1] ?? 1;
+    readCounters(now, cell.value, window, state);
+    const { start, previous, current } = state;
     const elapsed = now - start;
     const weighted = previous * (window - elapsed) + current * window;
-    const resetAfter = (c: number) => (c > 0 ? start + 2 * window - now : previous > 0 ? start + window - now : 0);
-    const allowed = weighted + cost * window <= limit * window;
-    let retryAfter = 0;
-    if (!allowed) {
-      retryAfter =
+    state.weighted = weighted;
+    state.allowed = weighted + cost * window <= limit * window;
+    state.retryAfter = 0;
+    if (!state.allowed) {
+      state.retryAfter =
         current + cost > limit
           ? start + window - now + Math.max(0, Math.ceil((window * (current - limit + cost)) / current))
           : Math.ceil((window * (previous - limit + cost + current)) / previous) - elapsed;
     }
-    const reset = resetAfter(current);
-    return {
-      allowed,
-      remaining: Math.floor((limit * window - weighted) / window),
-      resetAfter: reset,
-      retryAfter,
-      admit() {
-        const after = resetAfter(current + cost);
-        return {
-          write: { value: { start, previous, current: current + cost }, ttlMs: after + 1 },
-          remaining: Math.floor((limit * window - weighted - cost * window) / window),
-          resetAfter: after,
-          extra: 0,
-        };
-      },
-      keep: () => (!entry ? undefined : reset > 0 ? { value: entry.value, ttlMs: reset + 1 } : null),
-    };
+    state.remaining = Math.floor((limit * window - weighted) / window);
+    state.resetAfter = resetAfter(now, window, state, current);
   },
-  refund(now, entry, cost, [, window = 1]) {
-    const c = counters(now, entry?.value, window);
-    if (!entry || !c.same || c.current === 0) return unchanged;
-    return {
-      write: {
-        value: { start: c.start, previous: c.previous, current: Math.max(0, c.current - cost) },
-        ttlMs: entry.ttlMs,
-      },
-      done: true,
-    };
+  admit(now, cell, cost, p, state) {
+    const limit = p[0] ?? 0;
+    const window = p[1] ?? 1;
+    const after = resetAfter(now, window, state, state.current + cost);
+    // The stored counters are changed in place: a new object per request was the twin's hot spot.
+    const value = cell.value ?? { start: 0, previous: 0, current: 0 };
+    value.start = state.start;
+    value.previous = state.previous;
+    value.current = state.current + cost;
+    setCell(cell, value, after + 1);
+    state.remaining = Math.floor((limit * window - state.weighted - cost * window) / window);
+    state.resetAfter = after;
+    state.extra = 0;
+  },
+  keep(_now, cell, _cost, _p, state) {
+    if (!cell.held) return;
+    // keep follows decide alone: resetAfter is still decide's.
+    if (state.resetAfter > 0) setCell(cell, cell.value, state.resetAfter + 1);
+    else deleteCell(cell);
+  },
+  refund(now, cell, cost, p) {
+    const c = { start: 0, previous: 0, current: 0, same: false };
+    readCounters(now, cell.value, p[1] ?? 1, c);
+    if (!cell.held || !c.same || c.current === 0) return false;
+    setCell(cell, { start: c.start, previous: c.previous, current: Math.max(0, c.current - cost) }, cell.ttlMs);
+    return true;
   },
 });
 

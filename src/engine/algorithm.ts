@@ -1,35 +1,36 @@
 import type { Policy } from '../core/types.js';
-import type { Entry, Write } from './script.js';
+import type { Cell } from './script.js';
 
 /**
- * What one policy says of one request before anything is written. The composite script asks every
- * policy of a limiter first, then admits the request in all of them or in none.
+ * What one policy's decide answers of one request, before anything is written, and what its admit
+ * changes: the Lua's return values. An algorithm's state adds what its decide read for admit and
+ * keep, as the Lua's state table does. One state per policy of a call's arguments, reused from
+ * call to call, so that a decision allocates no step or closure (docs/performance.md, "In process").
  */
-export interface Step<V> {
-  readonly allowed: boolean;
-  /** Requests of cost 1 that would be admitted now, before this one is counted (may be negative). */
-  readonly remaining: number;
-  readonly resetAfter: number;
-  readonly retryAfter: number;
-  /**
-   * Counts the request: what to write, and the state after it. `extra` is a lease id, or 0.
-   * admit and keep may write the entry's own value, changed in place (the store applies their write
-   * at once, in the same step); decide, and a peek, never change it.
-   */
-  admit(): { write: Write<V>; remaining: number; resetAfter: number; extra: number };
-  /** The request is not counted here (denied by this or another policy): only keep the TTL healthy. */
-  keep(): Write<V>;
+export interface Decided {
+  allowed: boolean;
+  /** Requests of cost 1 that would be admitted now, before this one is counted (may be negative); after admit, after it. */
+  remaining: number;
+  resetAfter: number;
+  retryAfter: number;
+  /** Set by admit: a lease id, or 0. */
+  extra: number;
+}
+
+/** A state's Decided fields before any decision. */
+export function undecided(): Decided {
+  return { allowed: false, remaining: 0, resetAfter: 0, retryAfter: 0, extra: 0 };
 }
 
 /**
  * An algorithm, twice: Lua that runs inside Redis and a TypeScript twin for the memory store,
- * side by side in one file. The Lua defines `ALG.<id>` with the twin's functions, the step's
- * `admit` and `keep` among them; their contract, and how the Lua reads state and formats numbers,
- * is written in the Lua itself, above `local ALG` (driver.ts's HELPERS; any script under lua/).
- * Where the twin's `decide` returns `admit` and `keep` as closures, the Lua's leaves what they
- * need in a state table, so that a decision allocates no table or closure in Redis.
+ * side by side in one file. The Lua defines `ALG.<id>` with the twin's functions; their contract,
+ * and how the Lua reads state and formats numbers, is written in the Lua itself, above `local ALG`
+ * (driver.ts's HELPERS; any script under lua/). The twin reads and writes the policy's key through
+ * its cell, as the Lua does through redis.call, and leaves what decide read in `state`, as the
+ * Lua does in its state table.
  */
-export interface Algorithm<V = unknown> {
+export interface Algorithm<V = unknown, S extends Decided = Decided> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */
   readonly id: string;
   /** Admits by lending slots, which acquire() takes and a lease gives back (concurrency). */
@@ -42,36 +43,26 @@ export interface Algorithm<V = unknown> {
   readonly lua: string;
   /** Its Lua for a server without PEXPIRETIME (Redis 6.2), where `lua` calls it. */
   readonly luaWithoutPexpiretime?: string;
-  decide(now: number, entry: Entry<V> | undefined, cost: number, p: readonly number[], peek: boolean): Step<V>;
-  refund(
-    now: number,
-    entry: Entry<V> | undefined,
-    cost: number,
-    p: readonly number[],
-  ): { write: Write<V>; done: boolean };
-  release?(
-    now: number,
-    entry: Entry<V> | undefined,
-    cost: number,
-    p: readonly number[],
-    id: number,
-  ): { write: Write<V>; done: boolean };
-  extend?(
-    now: number,
-    entry: Entry<V> | undefined,
-    cost: number,
-    p: readonly number[],
-    id: number,
-    ms: number,
-  ): { write: Write<V>; done: boolean };
+  /** A state for one policy, before any decision. */
+  newState(): S;
+  /** Asks, writing nothing (a value changed in place included); fills `state`. */
+  decide(now: number, cell: Cell<V>, cost: number, p: readonly number[], peek: boolean, state: S): void;
+  /** Counts the request, after decide: writes the cell, sets the state's remaining, resetAfter and extra. */
+  admit(now: number, cell: Cell<V>, cost: number, p: readonly number[], state: S): void;
+  /** The request is not counted here (denied by this or another policy), after decide: only keeps the TTL healthy. */
+  keep(now: number, cell: Cell<V>, cost: number, p: readonly number[], state: S): void;
+  /** Gives back `cost`: whether it gave anything. */
+  refund(now: number, cell: Cell<V>, cost: number, p: readonly number[]): boolean;
+  /** Whether the lease `id` was held, and is now released (concurrency only). */
+  release?(now: number, cell: Cell<V>, cost: number, p: readonly number[], id: number): boolean;
+  /** Whether the lease `id` was held, and now runs `ms` from now (concurrency only). */
+  extend?(now: number, cell: Cell<V>, cost: number, p: readonly number[], id: number, ms: number): boolean;
 }
 
-/** Erases the state type, so algorithms of different state can sit in one list. */
-export function defineAlgorithm<V>(algorithm: Algorithm<V>): Algorithm {
+/** Erases the state's types, so algorithms of different state can sit in one list. */
+export function defineAlgorithm<V, S extends Decided>(algorithm: Algorithm<V, S>): Algorithm {
   return algorithm;
 }
-
-export const unchanged = { write: undefined, done: false } as const;
 
 /** A policy as the engine sees it: its public fields, its algorithm and the parameters the algorithm receives. */
 export interface EnginePolicy extends Policy {

@@ -1,7 +1,7 @@
-import type { Algorithm, Step } from './algorithm.js';
+import type { Algorithm, Decided } from './algorithm.js';
 import { sha1Hex } from '../core/digest.js';
 import { MAX_DURATION_MS } from '../core/duration.js';
-import type { Arg, Entry, Script, Write } from './script.js';
+import { deleteCell, setCell, type Arg, type Cell, type Script } from './script.js';
 
 /** What a call asks of the script. */
 export type Op = 'limit' | 'peek' | 'refund' | 'settle' | 'release' | 'extend' | 'block' | 'reset';
@@ -362,13 +362,14 @@ function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
   const n = (i: number) => Number(args[i]);
   const op = String(args[0]) as Op;
   const each = args[1] === EACH;
-  const policies: { kind: Algorithm; params: number[]; cost: number; most: number }[] = [];
+  const policies: { kind: Algorithm; params: number[]; cost: number; most: number; state: Decided }[] = [];
   let pos = 7;
   for (let i = 0; i < n(6); i++) {
     const kind = algorithms.find((a) => a.id === args[pos]);
     if (!kind) throw new Error(`script has no algorithm ${String(args[pos])}`);
     const count = n(pos + 1);
-    policies.push({ kind, params: args.slice(pos + 2, pos + 2 + count).map(Number), cost: each ? 0 : n(1), most: 0 });
+    const params = args.slice(pos + 2, pos + 2 + count).map(Number);
+    policies.push({ kind, params, cost: each ? 0 : n(1), most: 0, state: kind.newState() });
     pos += 2 + count;
   }
   if (each) {
@@ -381,100 +382,122 @@ function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
   return { op, target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
 }
 
-/** The driver's TypeScript twin: the same steps, over the entries [block, (strikes), ...policies]. */
+/** The driver's TypeScript twin: the same steps, over the cells [block, (strikes), ...policies]. */
 function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
-  // As in the Lua: a limiter's calls share their args array, which is read once.
+  // As in the Lua: a limiter's calls share their args array, which is read once, and each policy's
+  // state is reused call after call. Most calls repeat the last args: they skip the WeakMap.
   const parsed = new WeakMap<readonly Arg[], ReturnType<typeof parseArgs>>();
-  return (now, entries, args) => {
-    let call = parsed.get(args);
+  let lastArgs: readonly Arg[] | undefined;
+  let last: ReturnType<typeof parseArgs> | undefined;
+  return (now, cells, args) => {
+    let call = args === lastArgs ? last : parsed.get(args);
     if (call === undefined) parsed.set(args, (call = parseArgs(args, algorithms)));
+    lastArgs = args;
+    last = call;
     const { policies } = call;
     const first = call.strikesToBlock > 0 ? 2 : 1;
-    const writes = new Array<Write<unknown>>(entries.length);
+    const block = cells[0] as Cell<number>;
     if (call.op === 'block') {
-      writes[0] = { value: now + call.target, ttlMs: call.target };
-      return { reply: [now, 1, call.target], writes };
+      setCell(block, now + call.target, call.target);
+      return [now, 1, call.target];
     }
-    if (call.op === 'reset') return { reply: [now, 1, 0], writes: writes.fill(null) };
+    if (call.op === 'reset') {
+      for (const cell of cells) deleteCell(cell);
+      return [now, 1, 0];
+    }
     if (call.op === 'refund' || call.op === 'release' || call.op === 'extend') {
       let done = 0;
-      policies.forEach(({ kind, params, cost }, i) => {
-        const entry = entries[first + i];
-        if (cost <= 0) return;
-        const result =
+      for (let i = 0; i < policies.length; i++) {
+        const { kind, params, cost } = policies[i] as (typeof policies)[number];
+        const cell = cells[first + i] as Cell;
+        if (cost <= 0) continue;
+        const changed =
           call.op === 'refund'
-            ? kind.refund(now, entry, cost, params)
+            ? kind.refund(now, cell, cost, params)
             : call.op === 'release'
-              ? kind.release?.(now, entry, cost, params, call.target)
-              : kind.extend?.(now, entry, cost, params, call.target, call.ms);
-        if (result?.done) done = 1;
-        writes[first + i] = result?.write;
-      });
-      return { reply: [now, done, 0], writes };
+              ? kind.release?.(now, cell, cost, params, call.target)
+              : kind.extend?.(now, cell, cost, params, call.target, call.ms);
+        if (changed === true) done = 1;
+      }
+      return [now, done, 0];
     }
     if (call.op === 'settle') {
       let done = 0;
-      policies.forEach(({ kind, params, cost, most }, i) => {
-        const entry = entries[first + i];
+      for (let i = 0; i < policies.length; i++) {
+        const { kind, params, cost, most, state } = policies[i] as (typeof policies)[number];
+        const cell = cells[first + i] as Cell;
         if (cost < 0) {
-          const result = kind.refund(now, entry, -cost, params);
-          if (result.done) done = 1;
-          writes[first + i] = result.write;
+          if (kind.refund(now, cell, -cost, params)) done = 1;
         } else if (cost > 0) {
-          const take = Math.min(cost, kind.decide(now, entry, 0, params, false).remaining + most);
-          if (take > 0) done = 1;
-          const step = kind.decide(now, entry, Math.max(take, 0), params, false);
-          writes[first + i] = take > 0 ? step.admit().write : step.keep();
+          // As in the Lua: asked at cost 0, whose remaining does not depend on the cost.
+          kind.decide(now, cell, 0, params, false, state);
+          const take = Math.min(cost, state.remaining + most);
+          if (take > 0) {
+            kind.admit(now, cell, take, params, state);
+            done = 1;
+          } else {
+            kind.keep(now, cell, 0, params, state);
+          }
         }
-      });
-      return { reply: [now, done, 0], writes };
+      }
+      return [now, done, 0];
     }
     const peek = call.op === 'peek';
-    const blockedUntil = (entries[0] as Entry<number> | undefined)?.value ?? 0;
-    const reply: number[] = [now, 0, 0];
+    const blockedUntil = block.held ? (block.value as number) : 0;
+    const reply = new Array<number>(3 + 5 * policies.length);
     if (blockedUntil > now) {
       const blocked = blockedUntil - now;
+      reply[0] = now;
+      reply[1] = 0;
       reply[2] = blocked;
-      for (let i = 0; i < policies.length; i++) reply.push(0, 0, blocked, blocked, 0);
-      return { reply, writes };
+      for (let at = 3; at < reply.length; at += 5) {
+        reply[at] = 0;
+        reply[at + 1] = 0;
+        reply[at + 2] = blocked;
+        reply[at + 3] = blocked;
+        reply[at + 4] = 0;
+      }
+      return reply;
     }
-    if (blockedUntil > 0 && !peek) writes[0] = null;
-    const steps = new Array<Step<unknown>>(policies.length);
+    if (blockedUntil > 0 && !peek) deleteCell(block);
     let all = true;
     for (let i = 0; i < policies.length; i++) {
-      const { kind, params, cost } = policies[i] as (typeof policies)[number];
-      const step = kind.decide(now, entries[first + i], cost, params, peek);
-      steps[i] = step;
-      all &&= step.allowed;
+      const { kind, params, cost, state } = policies[i] as (typeof policies)[number];
+      kind.decide(now, cells[first + i] as Cell, cost, params, peek, state);
+      all &&= state.allowed;
     }
+    reply[0] = now;
     reply[1] = all ? 1 : 0;
-    for (let i = 0; i < steps.length; i++) {
-      const step = steps[i] as Step<unknown>;
-      let { remaining, resetAfter } = step;
-      let extra = 0;
+    reply[2] = 0;
+    for (let i = 0; i < policies.length; i++) {
+      const { kind, params, cost, state } = policies[i] as (typeof policies)[number];
+      const at = 3 + 5 * i;
+      reply[at] = state.allowed ? 1 : 0;
+      reply[at + 3] = state.retryAfter;
+      state.extra = 0;
       if (!peek) {
-        if (all && (policies[i] as (typeof policies)[number]).cost > 0) {
-          const admitted = step.admit();
-          ({ remaining, resetAfter, extra } = admitted);
-          writes[first + i] = admitted.write;
-        } else {
-          writes[first + i] = step.keep();
-        }
+        // A policy the request costs nothing is only asked (it may be in debt): nothing to count.
+        if (all && cost > 0) kind.admit(now, cells[first + i] as Cell, cost, params, state);
+        else kind.keep(now, cells[first + i] as Cell, cost, params, state);
       }
-      reply.push(step.allowed ? 1 : 0, Math.max(0, remaining), resetAfter, step.retryAfter, extra);
+      reply[at + 1] = Math.max(0, state.remaining);
+      reply[at + 2] = state.resetAfter;
+      reply[at + 4] = state.extra;
     }
     if (!peek && call.strikesToBlock > 0) {
-      if (all) writes[1] = null;
+      const strikesCell = cells[1] as Cell<readonly [number, number]>;
+      if (all) deleteCell(strikesCell);
       else {
         // As the Lua's: [denials in a row, when they are forgotten].
-        const held = entries[1] as Entry<readonly [number, number]> | undefined;
-        const strikes = held !== undefined && held.value[1] > now ? held.value[0] + 1 : 1;
-        writes[1] =
-          strikes >= call.strikesToBlock ? null : { value: [strikes, now + call.blockMs], ttlMs: call.blockMs + 1 };
-        if (strikes >= call.strikesToBlock) writes[0] = { value: now + call.blockMs, ttlMs: call.blockMs };
+        const held = strikesCell.value;
+        const strikes = strikesCell.held && held !== undefined && held[1] > now ? held[0] + 1 : 1;
+        if (strikes >= call.strikesToBlock) {
+          deleteCell(strikesCell);
+          setCell(block, now + call.blockMs, call.blockMs);
+        } else setCell(strikesCell, [strikes, now + call.blockMs] as const, call.blockMs + 1);
       }
     }
-    return { reply, writes };
+    return reply;
   };
 }
 

@@ -5,22 +5,46 @@
  */
 export type Reply = readonly number[];
 
-/** One key's state as a twin sees it: its value and, like PTTL, the milliseconds it has left. */
-export interface Entry<V> {
-  readonly value: V;
-  readonly ttlMs: number;
-}
-
-/** What a twin does to one key: keep it (undefined), delete it (null) or write it with a TTL. */
-export type Write<V> = Entry<V> | null | undefined;
-
 /** A script argument: what Redis receives as ARGV. */
 export type Arg = string | number;
 
 /**
+ * One key as a twin reads and changes it, as a script does a Redis key: `held` says whether the key
+ * exists (a missing or expired key does not), `value` and `ttlMs` (its PTTL) what it holds. The twin
+ * writes by changing them and setting `written`; the store applies the written cells after the
+ * step. Cells are the store's, reused from call to call: a twin keeps no reference to one.
+ */
+export interface Cell<V = unknown> {
+  held: boolean;
+  value: V | undefined;
+  ttlMs: number;
+  written: boolean;
+}
+
+/** A cell that holds nothing and was not written. */
+export function emptyCell<V>(): Cell<V> {
+  return { held: false, value: undefined, ttlMs: 0, written: false };
+}
+
+/** Writes `value` with a TTL into the cell, as SET ... PX would. */
+export function setCell<V>(cell: Cell<V>, value: V, ttlMs: number): void {
+  cell.held = true;
+  cell.value = value;
+  cell.ttlMs = ttlMs;
+  cell.written = true;
+}
+
+/** Deletes the cell's key, as DEL would. */
+export function deleteCell(cell: Cell): void {
+  cell.held = false;
+  cell.value = undefined;
+  cell.written = true;
+}
+
+/**
  * One atomic step, twice: `lua` runs inside Redis, `twin` is the same step in TypeScript.
- * The twin takes the time as an argument and returns what it writes instead of writing, so the
- * memory store can apply it and tests can drive it with any clock.
+ * The twin takes the time as an argument and reads and writes its keys through cells, which the
+ * memory store fills and then applies, and tests can drive with any clock.
  */
 export interface Script {
   readonly name: string;
@@ -37,12 +61,6 @@ export interface Script {
    * undefined when `lua` runs on any Redis from 6.2.
    */
   readonly withoutPexpiretime?: Script;
-  twin(
-    now: number,
-    entries: readonly (Entry<unknown> | undefined)[],
-    args: readonly Arg[],
-  ): {
-    reply: Reply;
-    writes: readonly Write<unknown>[];
-  };
+  /** The step on the keys' cells (one per key, in KEYS' order), at `now`: its reply. */
+  twin(now: number, cells: readonly Cell[], args: readonly Arg[]): Reply;
 }

@@ -26,7 +26,7 @@ import {
   replyBlockedForMs,
 } from '../engine/reply.js';
 import type { Arg, Reply } from '../engine/script.js';
-import type { Store } from '../engine/store.js';
+import type { LocalRun, Store } from '../engine/store.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
 
@@ -139,8 +139,11 @@ function promised<T>(start: () => Promise<T>): Promise<T> {
   }
 }
 
+// A call's options when it has none: one object for all such calls.
+const NO_OPTIONS = Object.freeze({});
+
 function callOptions<T extends object>(value: T | undefined): Partial<T> {
-  if (value === undefined) return {};
+  if (value === undefined) return NO_OPTIONS;
   if (typeof value !== 'object' || value === null)
     throw new InvalidArgumentError('options', value, 'an object such as { cost: 2 }');
   return value;
@@ -193,15 +196,17 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
 export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision {
-  const perPolicy: PolicyDecision[] = policies.map((policy, i) =>
-    policyDecision(
-      policy,
+  // A loop, not map(): no closure per decision, on the memory store's hot path.
+  const perPolicy = new Array<PolicyDecision>(policies.length);
+  for (let i = 0; i < policies.length; i++) {
+    perPolicy[i] = policyDecision(
+      policies[i] as Policy,
       policyAllowed(reply, i),
       policyRemaining(reply, i),
       policyResetAfterMs(reply, i),
       policyRetryAfterMs(reply, i),
-    ),
-  );
+    );
+  }
   const binding = bindingPolicy(perPolicy);
   const allowed = replyAllowed(reply);
   const decision: { -readonly [K in keyof Decision]: Decision[K] } = {
@@ -223,20 +228,14 @@ function layoutOf(prefix: string, list: readonly EnginePolicy[], withStrikes: bo
   return { suffixes, parts: suffixes.map((suffix) => partName(prefix, suffix)) };
 }
 
-/** A decided request: the decision, and the store's reply when the store decided it. */
-interface Answer {
-  readonly decision: Decision;
-  /** Undefined when decided without the store: by onStoreError, or from the denied-key cache. */
-  readonly reply?: Reply;
-}
+/**
+ * What consume() answers with, from what it decided (the store's reply when the store decided it;
+ * undefined when decided without the store: by onStoreError, or from the denied-key cache) and what it asked: the policies and the cost. Separate arguments, not one object: the memory
+ * store's hot path allocates nothing but the decision.
+ */
+type Answerer<T> = (decision: Decision, reply: Reply | undefined, list: readonly EnginePolicy[], cost: Costs) => T;
 
-/** What consume() decided, and what it asked: the policies and the cost. */
-interface Consumed extends Answer {
-  readonly list: readonly EnginePolicy[];
-  readonly cost: Costs;
-}
-
-const decisionConsumed = (consumed: Consumed): Decision => consumed.decision;
+const decisionConsumed: Answerer<Decision> = (decision) => decision;
 
 const LIMITER_OPTIONS = [
   'store',
@@ -335,9 +334,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return guard.settle(op, (deadline) => run(deadline, id, list, op, cost, target, ms));
   }
 
+  const ownScript = compiled(policies).script;
+
+  /** A limit or peek on a local store, which answers at once and cannot fail: its reply. */
+  function localReply(runLocal: LocalRun, id: string, list: readonly EnginePolicy[], op: Op, cost: Costs): Reply {
+    const script = list === policies ? ownScript : compiled(list).script;
+    return runLocal(id, layout(list).parts, script, argsOf(list, op, cost, 0, 0));
+  }
+
   /**
-   * A limit or peek, mapped by `answer`. A local store answers at once and cannot fail; any other
-   * store is asked through the failure guard, and `fallback` decides when it fails.
+   * A limit or peek on a store that is not local, mapped by `answer`: asked through the failure
+   * guard, and `fallback` decides when it fails.
    */
   function decide<T>(
     id: string,
@@ -347,10 +354,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
     fallback: (limiter: Limiter) => Promise<Decision>,
     answer: (decision: Decision, reply?: Reply) => T,
   ): Promise<T> {
-    if (runLocal) {
-      const reply = runLocal(id, layout(list).parts, compiled(list).script, argsOf(list, op, cost, 0, 0));
-      return Promise.resolve(answer(decisionOf(reply, list), reply));
-    }
     let reply: Reply | undefined;
     return guard
       .decide(
@@ -384,7 +387,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     key: string,
     options: LimitOptions | undefined,
     leases: boolean,
-    answer: (consumed: Consumed) => T,
+    answer: Answerer<T>,
   ): Promise<T> {
     const k = validKey(key);
     const { cost: rawCost, policy } = callOptions(options);
@@ -400,18 +403,42 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // Only the limiter's own policies, at cost 1, go through the denied-key cache.
     const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
     const cached = cache?.lookup(k);
-    if (cached) return Promise.resolve(answer({ decision: shadow ? shadowed(cached) : cached, list, cost }));
+    if (cached) return Promise.resolve(answer(shadow ? shadowed(cached) : cached, undefined, list, cost));
     const sentAt = cache?.now() ?? 0;
+    // A local store's decision is answered here, without the closures the guarded path needs.
+    if (runLocal) {
+      const reply = localReply(runLocal, clientId(k), list, 'limit', cost);
+      return Promise.resolve(learned(k, cache, sentAt, decisionOf(reply, list), reply, list, cost, answer));
+    }
     const fallback = (other: Limiter) =>
       leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost });
-    return decide(clientId(k), list, 'limit', cost, fallback, (decision, reply) => {
-      cache?.learn(k, decision, sentAt);
-      return answer({ decision: shadow ? shadowed(decision) : decision, reply, list, cost });
-    });
+    return decide(clientId(k), list, 'limit', cost, fallback, (decision, reply) =>
+      learned(k, cache, sentAt, decision, reply, list, cost, answer),
+    );
+  }
+
+  /** consume()'s answer to a decision it did not find in the denied-key cache, which learns it. */
+  function learned<T>(
+    key: string,
+    cache: DeniedCache | undefined,
+    sentAt: number,
+    decision: Decision,
+    reply: Reply | undefined,
+    list: readonly EnginePolicy[],
+    cost: Costs,
+    answer: Answerer<T>,
+  ): T {
+    cache?.learn(key, decision, sentAt);
+    return answer(shadow ? shadowed(decision) : decision, reply, list, cost);
   }
 
   /** settle() of a reservation: corrects the charge from `estimate` to what is `actual`, once. */
-  function settler(key: string, { list, cost: estimate, reply }: Consumed): (actual: unknown) => Promise<boolean> {
+  function settler(
+    key: string,
+    reply: Reply | undefined,
+    list: readonly EnginePolicy[],
+    estimate: Costs,
+  ): (actual: unknown) => Promise<boolean> {
     // Charged only if the store counted it: not when denied (a shadowed denial included), answered
     // from the denied-key cache, or decided by onStoreError.
     let settled: Promise<boolean> | undefined =
@@ -436,7 +463,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /** A lease's release() and extend(): on each concurrency policy that gave a slot. */
-  function leaseOf(key: string, { decision, reply, list, cost }: Consumed): Lease {
+  function leaseOf(
+    key: string,
+    decision: Decision,
+    reply: Reply | undefined,
+    list: readonly EnginePolicy[],
+    cost: Costs,
+  ): Lease {
     // Without the store's reply, the decision came from onStoreError: a fallback limiter's lease
     // is its own to release, and 'allow' or 'deny' took no slot.
     if (reply === undefined && 'release' in decision) return decision as Lease;
@@ -474,8 +507,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   }
 
-  const limit: Limiter['limit'] = (key, limitOptions) =>
-    promised(() => consume(key, limitOptions, false, decisionConsumed));
+  // Not through promised(): no closure per call. Bad input rejects, as the API promises.
+  const limit: Limiter['limit'] = (key, limitOptions) => {
+    try {
+      return consume(key, limitOptions, false, decisionConsumed);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
 
   const limiter: Limiter = {
     policies,
@@ -487,6 +526,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async peek(key, peekOptions) {
       const k = validKey(key);
       const list = policiesFor(callOptions(peekOptions).policy);
+      if (runLocal) return decisionOf(localReply(runLocal, clientId(k), list, 'peek', 1), list);
       return decide(
         clientId(k),
         list,
@@ -514,9 +554,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return replyAllowed(await change(clientId(k), list, 'refund', costs));
     },
     async reserve(key, reserveOptions) {
-      return consume(key, reserveOptions, false, (consumed): Reservation => {
-        const settle = settler(key, consumed);
-        return { ...consumed.decision, settle, cancel: () => settle(0) };
+      return consume(key, reserveOptions, false, (decision, reply, list, cost): Reservation => {
+        const settle = settler(key, reply, list, cost);
+        return { ...decision, settle, cancel: () => settle(0) };
       });
     },
     async block(key, duration) {
@@ -527,7 +567,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     async acquire(key, acquireOptions) {
-      return consume(key, acquireOptions, true, (consumed) => leaseOf(key, consumed));
+      return consume(key, acquireOptions, true, (decision, reply, list, cost) =>
+        leaseOf(key, decision, reply, list, cost),
+      );
     },
     storageKeys(key) {
       const [block = '', strikes = '', ...parts] = callKeys(prefix, validKey(key), policies, true);

@@ -1,6 +1,6 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { splitKey } from '../core/keys.js';
-import type { Arg, Entry, Reply, Script } from '../engine/script.js';
+import { emptyCell, type Arg, type Cell, type Reply, type Script } from '../engine/script.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
 import { asLocalStore, type Store } from '../engine/store.js';
 
@@ -185,6 +185,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     sweepSome(time);
   }
 
+  // The cells of a step of n keys, reused from step to step (a step is synchronous, and a twin
+  // keeps no cell): a step allocates no entry per key.
+  const cellsByCount: Cell[][] = [];
+
+  function cellsFor(count: number): Cell[] {
+    let cells = cellsByCount[count];
+    if (cells === undefined) cellsByCount[count] = cells = Array.from({ length: count }, () => emptyCell());
+    return cells;
+  }
+
   /** One atomic step on parts of clients: `ids` is one client's id, or each part's own. */
   function execute(
     ids: string | readonly string[],
@@ -195,31 +205,41 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const time = now();
     if (time < lastTime) sweepAll(lastTime);
     lastTime = time;
-    const entries = new Array<Entry<unknown> | undefined>(names.length);
+    const cells = cellsFor(names.length);
     let client: Client | undefined;
     for (let i = 0; i < names.length; i++) {
       const id = typeof ids === 'string' ? ids : (ids[i] as string);
       if (client?.id !== id) client = clients.get(id);
       const part = partOf(client, names[i] as string);
-      if (part === undefined || part.expiresAt <= time) continue;
+      const cell = cells[i] as Cell;
+      cell.written = false;
+      if (part === undefined || part.expiresAt <= time) {
+        cell.held = false;
+        cell.value = undefined;
+        continue;
+      }
       (client as Client).used = true;
-      entries[i] = { value: part.value, ttlMs: part.expiresAt - time };
+      cell.held = true;
+      cell.value = part.value;
+      cell.ttlMs = part.expiresAt - time;
     }
-    const { reply, writes } = script.twin(time, entries, args);
-    for (let i = 0; i < writes.length; i++) {
-      const w = writes[i];
-      if (w === undefined) continue;
+    const reply = script.twin(time, cells, args);
+    for (let i = 0; i < cells.length; i++) {
+      const cell = cells[i] as Cell;
+      if (!cell.written) continue;
       const id = typeof ids === 'string' ? ids : (ids[i] as string);
       // The client read above is written without looking it up again, unless a removal may have
       // taken it out of the map.
       if (client?.id !== id) client = clients.get(id);
-      if (w === null) {
+      if (!cell.held) {
         remove(id, names[i] as string);
         client = undefined;
       } else {
-        write(client, id, names[i] as string, w.value, time + w.ttlMs, time);
+        write(client, id, names[i] as string, cell.value, time + cell.ttlMs, time);
       }
     }
+    // A cell holds no state past its step: what it read may be evicted.
+    for (const cell of cells) cell.value = undefined;
     // Past maxKeys, other clients make room: the state this call just wrote is kept even when one
     // client's parts alone outnumber maxKeys, or that client would never be limited.
     if (held > maxKeys) {

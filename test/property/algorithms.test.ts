@@ -78,13 +78,13 @@ function ttlCheckedStore(inner: Store, policy: Policy, windowMs: number): Store 
       inner.run(
         {
           ...script,
-          twin(now, entries, scriptArgsList) {
-            const result = script.twin(now, entries, scriptArgsList);
-            for (const write of result.writes) {
-              if (write)
-                assert.ok(write.ttlMs >= 1 && write.ttlMs <= most, `TTL ${write.ttlMs} for a ${windowMs} ms window`);
+          twin(now, cells, scriptArgsList) {
+            const reply = script.twin(now, cells, scriptArgsList);
+            for (const cell of cells) {
+              if (cell.written && cell.held)
+                assert.ok(cell.ttlMs >= 1 && cell.ttlMs <= most, `TTL ${cell.ttlMs} for a ${windowMs} ms window`);
             }
-            return result;
+            return reply;
           },
         },
         keys,

@@ -86,46 +86,47 @@ function ALG.fw.refund(key, cost, now, p)
 end
 `;
 
-/** Whether the cell holds this window's counter (and not a fresh window's). */
-function current(now: number, cell: Cell<number>, window: number): boolean {
-  return cell.held && Math.abs(cell.ttlMs - (window - (now % window))) <= window / 2;
+/** Whether the cell holds this window's counter (and not a fresh window's), `windowLeft` ms before its end. */
+function current(cell: Cell<number>, window: number, windowLeft: number): boolean {
+  return cell.held && Math.abs(cell.ttlMs - windowLeft) <= window / 2;
 }
 
-/** What decide read: this window's count (0 for a fresh window), and whether the cell holds it. */
+/** What decide read: this window's count (0 for a fresh window), whether the cell holds it, and the ms left in the window. */
 interface FixedWindowState extends Decided {
   count: number;
   current: boolean;
+  windowLeft: number;
 }
 
 const algorithm = defineAlgorithm<number, FixedWindowState>({
   id: 'fw',
   stableDenials: true,
   lua: LUA,
-  newState: () => ({ ...undecided(), count: 0, current: false }),
+  newState: () => ({ ...undecided(), count: 0, current: false, windowLeft: 0 }),
   decide(now, cell, cost, p, _peek, state) {
     const limit = p[0] ?? 0;
     const window = p[1] ?? 1;
     const resetAfter = window - (now % window);
-    const counted = current(now, cell, window);
+    const counted = current(cell, window, resetAfter);
     const count = counted ? (cell.value as number) : 0;
     state.count = count;
     state.current = counted;
+    state.windowLeft = resetAfter;
     state.allowed = count + cost <= limit;
     state.remaining = limit - count;
     state.resetAfter = count > 0 ? resetAfter : 0;
     state.retryAfter = state.allowed ? 0 : resetAfter;
   },
-  admit(now, cell, cost, p, state) {
-    const window = p[1] ?? 1;
-    const resetAfter = window - (now % window);
-    setCell(cell, state.count + cost, state.current ? cell.ttlMs : resetAfter + 1);
+  admit(_now, cell, cost, p, state) {
+    setCell(cell, state.count + cost, state.current ? cell.ttlMs : state.windowLeft + 1);
     state.remaining = (p[0] ?? 0) - state.count - cost;
-    state.resetAfter = resetAfter;
+    state.resetAfter = state.windowLeft;
     state.extra = 0;
   },
   keep() {},
   refund(now, cell, cost, p) {
-    if (!current(now, cell, p[1] ?? 1) || cell.value === 0) return false;
+    const window = p[1] ?? 1;
+    if (!current(cell, window, window - (now % window)) || cell.value === 0) return false;
     setCell(cell, Math.max(0, (cell.value as number) - cost), cell.ttlMs);
     return true;
   },

@@ -301,12 +301,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // (for the first 64 costs of each): equal calls share one array, which the Redis store then
   // sends once per batch, and which the twin and the Lua read once.
   const ownArgs = new Map<Op, Map<number, readonly string[]>>();
+  // The last of them asked for: most calls repeat it (a limit of cost 1), and skip the maps.
+  let last: { readonly op: Op; readonly cost: number; readonly args: readonly string[] } | undefined;
 
   function argsOf(list: readonly EnginePolicy[], op: Op, cost: Costs, target: number, ms: number): readonly Arg[] {
     if (typeof cost !== 'number') return scriptArgs({ op, cost, target, ms, penalty, policies: list });
     const own = list === policies && target === 0 && ms === 0;
+    if (own && last !== undefined && last.op === op && last.cost === cost) return last.args;
     const known = own ? ownArgs.get(op)?.get(cost) : undefined;
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      last = { op, cost, args: known };
+      return known;
+    }
     const args = scriptArgs({ op, cost, target, ms, penalty, policies: list });
     if (!own) return args;
     let byCost = ownArgs.get(op);
@@ -339,7 +345,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   /** A limit or peek on a local store, which answers at once and cannot fail: its reply. */
   function localReply(runLocal: LocalRun, id: string, list: readonly EnginePolicy[], op: Op, cost: Costs): Reply {
     const script = list === policies ? ownScript : compiled(list).script;
-    return runLocal(id, layout(list).parts, script, argsOf(list, op, cost, 0, 0));
+    const parts = list === policies ? ownLayout.parts : layoutOf(prefix, list, withStrikes).parts;
+    return runLocal(id, parts, script, argsOf(list, op, cost, 0, 0));
   }
 
   /**

@@ -226,6 +226,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const reply = script.twin(time, cells, args);
     for (let i = 0; i < cells.length; i++) {
       const cell = cells[i] as Cell;
+      const { value } = cell;
+      // A cell holds no state past its step: what it read may be evicted.
+      cell.value = undefined;
       if (!cell.written) continue;
       const id = typeof ids === 'string' ? ids : (ids[i] as string);
       // The client read above is written without looking it up again, unless a removal may have
@@ -235,11 +238,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         remove(id, names[i] as string);
         client = undefined;
       } else {
-        write(client, id, names[i] as string, cell.value, time + cell.ttlMs, time);
+        write(client, id, names[i] as string, value, time + cell.ttlMs, time);
       }
     }
-    // A cell holds no state past its step: what it read may be evicted.
-    for (const cell of cells) cell.value = undefined;
     // Past maxKeys, other clients make room: the state this call just wrote is kept even when one
     // client's parts alone outnumber maxKeys, or that client would never be limited.
     if (held > maxKeys) {

@@ -412,15 +412,30 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const cached = cache?.lookup(k);
     if (cached) return Promise.resolve(answer(shadow ? shadowed(cached) : cached, undefined, list, cost));
     const sentAt = cache?.now() ?? 0;
-    // A local store's decision is answered here, without the closures the guarded path needs.
+    // A local store's decision is answered here, without the closures the guarded path needs (in
+    // a function of its own: closures here would cost a context per call on this path too).
     if (runLocal) {
       const reply = localReply(runLocal, clientId(k), list, 'limit', cost);
       return Promise.resolve(learned(k, cache, sentAt, decisionOf(reply, list), reply, list, cost, answer));
     }
+    return consumeGuarded(k, rawCost, leases, cache, sentAt, list, cost, answer);
+  }
+
+  /** consume() on a store that is not local: through the failure guard. */
+  function consumeGuarded<T>(
+    key: string,
+    rawCost: LimitOptions['cost'],
+    leases: boolean,
+    cache: DeniedCache | undefined,
+    sentAt: number,
+    list: readonly EnginePolicy[],
+    cost: Costs,
+    answer: Answerer<T>,
+  ): Promise<T> {
     const fallback = (other: Limiter) =>
-      leases ? other.acquire(k, { cost: rawCost }) : other.limit(k, { cost: rawCost });
-    return decide(clientId(k), list, 'limit', cost, fallback, (decision, reply) =>
-      learned(k, cache, sentAt, decision, reply, list, cost, answer),
+      leases ? other.acquire(key, { cost: rawCost }) : other.limit(key, { cost: rawCost });
+    return decide(clientId(key), list, 'limit', cost, fallback, (decision, reply) =>
+      learned(key, cache, sentAt, decision, reply, list, cost, answer),
     );
   }
 

@@ -241,13 +241,18 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         write(client, id, names[i] as string, value, time + cell.ttlMs, time);
       }
     }
-    // Past maxKeys, other clients make room: the state this call just wrote is kept even when one
-    // client's parts alone outnumber maxKeys, or that client would never be limited.
-    if (held > maxKeys) {
-      const ownClient = typeof ids === 'string' ? (id: string) => id === ids : (id: string) => ids.includes(id);
-      while (held > maxKeys && evictOne(ownClient));
-    }
+    if (held > maxKeys) makeRoom(ids);
     return reply;
+  }
+
+  /**
+   * Past maxKeys, other clients make room: the state a call just wrote (for `ids`) is kept even
+   * when one client's parts alone outnumber maxKeys, or that client would never be limited. (Apart
+   * from execute: its closures would cost execute a context per call.)
+   */
+  function makeRoom(ids: string | readonly string[]): void {
+    const ownClient = typeof ids === 'string' ? (id: string) => id === ids : (id: string) => ids.includes(id);
+    while (held > maxKeys && evictOne(ownClient));
   }
 
   /** Each Redis key's client and part; a key sluice does not write is its own client, of one unnamed part. */

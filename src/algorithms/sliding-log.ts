@@ -85,10 +85,22 @@ function ALG.sl.refund(key, cost, now, p)
 end
 `;
 
-/** The index (counted in members) of the first member scored after `cutoff`: scores never decrease along a log. */
+/**
+ * The index (counted in members) of the first member scored after `cutoff`: scores never decrease
+ * along a log. Members leave the window from the front, a few at a time, so the search gallops
+ * from the front (members 0, 2, 6, 14, ...) before it bisects: it reads O(log) members of those
+ * that left, not of the whole log, whose reads at random places were most of a decision's time.
+ */
 function firstAfter(log: Log, cutoff: number): number {
+  const members = log.length / 2;
+  // Every member before `low` has left; the one at `low + step - 1`, if any, is the next to look at.
   let low = 0;
-  let high = log.length / 2;
+  let step = 1;
+  while (low + step - 1 < members && (log[2 * (low + step - 1)] as number) <= cutoff) {
+    low += step;
+    step *= 2;
+  }
+  let high = Math.min(low + step - 1, members);
   while (low < high) {
     const middle = (low + high) >>> 1;
     if ((log[2 * middle] as number) > cutoff) high = middle;

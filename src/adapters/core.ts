@@ -562,7 +562,7 @@ export function createRateLimit<Req, Res = unknown>(
       };
       return deny(req, denial, {}, storeUnavailableProblem);
     }
-    const headers = rateLimitHeaders(decision, mode, Date.now(), clientKey);
+    const headers = rateLimitHeaders(decision, mode, undefined, clientKey);
     // A shadow denial was admitted without being counted: there is nothing to give back.
     if (decision.allowed) {
       const responded = decision.shadowDenied

@@ -57,7 +57,7 @@ export interface RateLimitInfo extends Decision {
  * The decision with the client's key: `{ ...decision, key }`, built without that spread where the
  * decision has only the six fields every decision has (the usual case). V8 gives a spread copy a
  * map that the property added after it must leave, which cost about 1 µs a request behind an HTTP
- * server (docs/performance.md, "Behind an HTTP server"); the literal costs a few dozen ns.
+ * server (docs/performance.md, "The middleware's own cost"); the literal costs a few dozen ns.
  */
 function rateLimitInfo(decision: Decision, key: string): RateLimitInfo {
   const { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies } = decision;

@@ -212,6 +212,12 @@ if (process.send === undefined) {
 const config = JSON.parse(process.argv[2] ?? '{}') as ServerConfig;
 // The bench holds the IPC channel open while it needs this server: once it is gone, so is the server.
 process.on('disconnect', () => process.exit(0));
+// The bench reads this process's CPU time around each measurement (HttpSample.cpuMicrosPerRequest).
+process.on('message', (message) => {
+  if (message !== 'cpu') return;
+  const { user, system } = process.cpuUsage();
+  process.send?.({ cpuMicros: user + system });
+});
 serve(config).then(
   (port) => process.send?.({ port }),
   (error: unknown) => {

@@ -3,7 +3,8 @@ import type { ClientAddressOptions } from '../http/client-address.js';
 import { clientAddressOf, type RateLimitOptions } from './core.js';
 import { incomingFacts, limitIncoming } from './incoming.js';
 
-const expressFacts = (req: Request, res?: Response) => incomingFacts(req, () => req.ip, res);
+const expressAddress = (req: Request) => req.ip;
+const expressFacts = (req: Request, res?: Response) => incomingFacts(req, res, req, expressAddress);
 const EXPRESS = { proxySetting: "Express's `trust proxy` (req.ip)" };
 
 /** The middleware's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */

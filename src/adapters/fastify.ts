@@ -13,8 +13,9 @@ export interface FastifyRateLimitOptions extends RateLimitOptions<FastifyRequest
   hook?: FastifyRateLimitHook;
 }
 
+const fastifyAddress = (request: FastifyRequest) => request.ip;
 const fastifyFacts = (request: FastifyRequest, reply?: FastifyReply) =>
-  incomingFacts(request.raw, () => request.ip, reply);
+  incomingFacts(request.raw, reply, request, fastifyAddress);
 const PROXY_SETTING = "Fastify's `trustProxy` (request.ip)";
 
 /** The plugin's default key for this request's client: `key: (request) => request.user?.id ?? clientAddress(request)`. */

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { HeaderFields } from '../http/headers.js';
 import {
   createRateLimit,
   type AdapterSpec,
@@ -22,25 +23,44 @@ export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './
 // exports only what its docs name.
 
 /**
- * The facts of a node:http request (also under Express, Fastify and Koa), and the client address
- * by the framework's own proxy setting, where it has one (read only when asked).
+ * The facts of a node:http request (also under Express, Fastify and Koa), made for every request:
+ * a class, so that they share one map and their methods, where a literal with a getter and a
+ * closure made both anew each time.
  */
-export function incomingFacts(
+class IncomingFacts<Request> implements RequestFacts {
+  readonly remoteAddress: string | undefined;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    readonly response: unknown,
+    private readonly request: Request,
+    private readonly addressOf: ((request: Request) => string | undefined) | undefined,
+  ) {
+    this.remoteAddress = req.socket.remoteAddress;
+  }
+
+  header(name: string): string | undefined {
+    const value = this.req.headers[name];
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+
+  get frameworkAddress(): string | undefined {
+    return this.addressOf?.(this.request);
+  }
+}
+
+/**
+ * The facts of `req`, the node:http request under the framework's `request` (the same object on
+ * Express), and the client address by the framework's own proxy setting, where it has one:
+ * `addressOf(request)`, read only when asked.
+ */
+export function incomingFacts<Request = IncomingMessage>(
   req: IncomingMessage,
-  frameworkAddress?: () => string | undefined,
   response?: unknown,
+  request?: Request,
+  addressOf?: (request: Request) => string | undefined,
 ): RequestFacts {
-  return {
-    response,
-    header(name) {
-      const value = req.headers[name];
-      return Array.isArray(value) ? value.join(', ') : value;
-    },
-    remoteAddress: req.socket.remoteAddress,
-    get frameworkAddress() {
-      return frameworkAddress?.();
-    },
-  };
+  return new IncomingFacts(req, response, request as Request, addressOf);
 }
 
 /** Tells `responded` how this response ends: its status once sent, or undefined when cut off first. */
@@ -48,9 +68,14 @@ export function onResponseEnd(res: ServerResponse, responded: Responded | undefi
   if (responded) res.once('close', () => responded(res.writableFinished ? res.statusCode : undefined));
 }
 
+/** Sets each of `headers` on `res` (a loop over their names: Object.entries would make an array for each field). */
+export function setHeaders(res: ServerResponse, headers: HeaderFields): void {
+  for (const name of Object.keys(headers)) res.setHeader(name, headers[name] as string);
+}
+
 /** Sets the headers of a passing request, or sends the whole denial. True when the request may go on. */
 export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
-  for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+  setHeaders(res, outcome.headers);
   if (outcome.pass) {
     onResponseEnd(res, outcome.responded);
     return true;
@@ -64,13 +89,13 @@ export function applyOutcome(res: ServerResponse, outcome: Outcome): boolean {
 /** Decides and applies; rejects when one of the user's callbacks throws (Express passes that to `next`). */
 export function limitIncoming<Req extends IncomingMessage, Res extends ServerResponse>(
   options: RateLimitOptions<Req, Res>,
-  factsOf: (req: Req, res: Res) => RequestFacts = (req, res) => incomingFacts(req, undefined, res),
+  factsOf: (req: Req, res: Res) => RequestFacts = (req, res) => incomingFacts(req, res),
   adapter: AdapterSpec = {},
 ): (req: Req, res: Res) => Promise<boolean> {
   const decide = createRateLimit(options, adapter);
-  return async (req, res) => {
-    const outcome = await decide(req, factsOf(req, res));
-    if (outcome.pass) req.rateLimit = outcome.rateLimit;
-    return applyOutcome(res, outcome);
-  };
+  return (req, res) =>
+    decide(req, factsOf(req, res)).then((outcome) => {
+      if (outcome.pass) req.rateLimit = outcome.rateLimit;
+      return applyOutcome(res, outcome);
+    });
 }

@@ -12,7 +12,9 @@ import { incomingFacts, onResponseEnd } from './incoming.js';
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 // Structural, so a context of any State type fits.
-const koaFacts = (ctx: Pick<ParameterizedContext, 'req' | 'ip'>) => incomingFacts(ctx.req, () => ctx.ip, ctx);
+type KoaRequest = Pick<ParameterizedContext, 'req' | 'ip'>;
+const koaAddress = (ctx: KoaRequest) => ctx.ip;
+const koaFacts = (ctx: KoaRequest) => incomingFacts(ctx.req, ctx, ctx, koaAddress);
 const KOA = { proxySetting: "Koa's `app.proxy` (ctx.ip)" };
 
 /** The middleware's default key for this request's client: `key: (ctx) => ctx.state.user?.id ?? clientAddress(ctx)`. */

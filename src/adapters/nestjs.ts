@@ -31,14 +31,15 @@ import {
   type RateLimitOptions,
   type RequestFacts,
 } from './core.js';
-import { applyOutcome, incomingFacts, onResponseEnd } from './incoming.js';
+import { applyOutcome, incomingFacts, onResponseEnd, setHeaders } from './incoming.js';
 
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
 
 /** The options of the module and of `@RateLimit()`; callbacks receive the Express request (and `settle` the response: Nest on platform-express). */
 export type NestRateLimitOptions = RateLimitOptions<Request, Response>;
 
-const nestFacts = (req: Request, res?: Response) => incomingFacts(req, () => req.ip, res);
+const nestAddress = (req: Request) => req.ip;
+const nestFacts = (req: Request, res?: Response) => incomingFacts(req, res, req, nestAddress);
 const NEST = { proxySetting: "Express's `trust proxy` (app.set('trust proxy', ...) on Nest's Express app; req.ip)" };
 
 /** The guard's default key for this request's client: `key: (req) => req.user?.id ?? clientAddress(req)`. */
@@ -191,7 +192,7 @@ export class RateLimitGuard implements CanActivate {
     const res = http.getResponse<Response>();
     const outcome = await decide(req, nestFacts(req, res));
     // Set now, so that they are sent whichever filter answers a denial.
-    for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+    setHeaders(res, outcome.headers);
     if (!outcome.pass) throw new RateLimitException(outcome);
     req.rateLimit = outcome.rateLimit;
     onResponseEnd(res, outcome.responded);

@@ -22,14 +22,18 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   options: RateLimitOptions<Req, ServerResponse>,
 ): (req: Req, res: ServerResponse) => Promise<boolean> {
   const limit = limitIncoming(options);
-  return async function sluiceRateLimit(req, res) {
+  const answerFailure = (res: ServerResponse, error: unknown): false => {
+    console.error(error);
+    if (!res.headersSent) res.statusCode = 500;
+    res.end();
+    return false;
+  };
+  // Not an async function awaiting `limit`: that would add a promise and a turn of the microtask queue to every request.
+  return function sluiceRateLimit(req, res) {
     try {
-      return await limit(req, res);
+      return limit(req, res).then(undefined, (error: unknown) => answerFailure(res, error));
     } catch (error) {
-      console.error(error);
-      if (!res.headersSent) res.statusCode = 500;
-      res.end();
-      return false;
+      return Promise.resolve(answerFailure(res, error));
     }
   };
 }

@@ -127,6 +127,9 @@ function ipv6Text(words: readonly number[]): string {
   return `${hex(0, run.at)}::${hex(run.at + run.length, 8)}`;
 }
 
+// How node:net spells an IPv4 client of a dual-stack socket: `::ffff:203.0.113.7`.
+const MAPPED_PREFIX = '::ffff:';
+
 /**
  * An address as a proxy header or a socket may spell it, as a bare IP: brackets, ports and
  * IPv6 zones removed, IPv6 in one spelling, IPv4-mapped IPv6 in any spelling
@@ -135,6 +138,11 @@ function ipv6Text(words: readonly number[]): string {
  */
 export function parseAddress(raw: string): string | undefined {
   let address = raw.trim();
+  // The usual spellings first, which the steps below would leave as they are: a bare IPv4 address,
+  // and the IPv4-mapped one a dual-stack socket reports for an IPv4 client.
+  if (IPV4.test(address)) return address;
+  if (address.startsWith(MAPPED_PREFIX) && IPV4.test(address.slice(MAPPED_PREFIX.length)))
+    return address.slice(MAPPED_PREFIX.length);
   const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
   if (bracketed?.[1] !== undefined) address = bracketed[1];
   else if (/^[\d.]+:\d+$/.test(address)) address = address.slice(0, address.lastIndexOf(':'));
@@ -187,6 +195,20 @@ function headerHops(header: ProxyHeader, value: string): string[] {
   });
 }
 
+/**
+ * The `n`th element from the right of an X-Forwarded-For list (n from 1), untrimmed, or undefined
+ * when the list has fewer: what splitting it at every comma would give, without the split.
+ */
+function forwardedForHop(value: string, n: number): string | undefined {
+  let end = value.length;
+  for (let hop = 1; hop < n; hop++) {
+    end = end === 0 ? -1 : value.lastIndexOf(',', end - 1);
+    if (end === -1) return undefined;
+  }
+  const start = end === 0 ? 0 : value.lastIndexOf(',', end - 1) + 1;
+  return value.slice(start, end);
+}
+
 export type AddressProblem =
   /** A proxy header arrived but no proxy is declared: behind a proxy, every client would share one key. */
   | 'proxy-header-ignored'
@@ -216,6 +238,10 @@ export function findClientAddress(
   const socket = socketAddress === undefined ? undefined : parseAddress(socketAddress);
   if (config.trustedProxies === 0) {
     return headerValue === undefined ? { address: socket } : { address: socket, problem: 'proxy-header-ignored' };
+  }
+  if (headerValue !== undefined && config.proxyHeader === 'x-forwarded-for') {
+    const hop = forwardedForHop(headerValue, config.trustedProxies);
+    if (hop !== undefined) return { address: parseAddress(hop) };
   }
   const chain = [
     ...(headerValue === undefined ? [] : headerHops(config.proxyHeader, headerValue)),

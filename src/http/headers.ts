@@ -56,12 +56,43 @@ function quota(p: PolicyDecision): string {
   return `q=${p.limit}${p.counts === REQUESTS ? '' : `;qu="${p.counts}"`};w=${seconds(p.windowMs)}`;
 }
 
+/**
+ * A list field's value (RFC 9651): the item of each policy, joined by `, `. Built in a loop, not
+ * with map and join: this runs for every request, where those made an array for each field.
+ */
+function itemList(entries: readonly PolicyDecision[], item: (p: PolicyDecision) => string): string {
+  let list = '';
+  for (let i = 0; i < entries.length; i++) list += (i === 0 ? '' : ', ') + item(entries[i] as PolicyDecision);
+  return list;
+}
+
+// RateLimit-Policy items built, by policy name, with what they were built from. Bounded: policies
+// chosen per request (tiers) may bear many names, and an item not kept is only built each time.
+const POLICY_ITEMS_KEPT = 256;
+const policyItems = new Map<
+  string,
+  Pick<PolicyDecision, 'counts' | 'limit' | 'windowMs'> & { readonly item: string }
+>();
+
+/**
+ * draft-11's RateLimit-Policy item of a policy, `"name";q=100;w=60`, built once for each policy:
+ * one string for every request, which setHeader flattens once, instead of a new one each time.
+ */
+function draft11Policy(p: PolicyDecision): string {
+  const kept = policyItems.get(p.name);
+  if (kept !== undefined && kept.limit === p.limit && kept.windowMs === p.windowMs && kept.counts === p.counts)
+    return kept.item;
+  const item = `"${p.name}";${quota(p)}`;
+  if (kept !== undefined || policyItems.size < POLICY_ITEMS_KEPT)
+    policyItems.set(p.name, { counts: p.counts, limit: p.limit, windowMs: p.windowMs, item });
+  return item;
+}
+
+const draft11Item = (p: PolicyDecision): string => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`;
+
 /** draft-11: every policy is an item named by the policy; `w` and `t` in seconds. */
 export function draft11Headers(entries: readonly PolicyDecision[]): HeaderFields {
-  return {
-    'RateLimit-Policy': entries.map((p) => `"${p.name}";${quota(p)}`).join(', '),
-    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(moreQuotaAfterMs(p))}`).join(', '),
-  };
+  return { 'RateLimit-Policy': itemList(entries, draft11Policy), RateLimit: itemList(entries, draft11Item) };
 }
 
 /**
@@ -81,8 +112,8 @@ function partitionKey(key: string): string {
 export function draft8Headers(entries: readonly PolicyDecision[], key?: string): HeaderFields {
   const pk = key === undefined ? '' : `;pk=${partitionKey(key)}`;
   return {
-    'RateLimit-Policy': entries.map((p) => `"${p.name}";${quota(p)}${pk}`).join(', '),
-    RateLimit: entries.map((p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`).join(', '),
+    'RateLimit-Policy': itemList(entries, (p) => `${draft11Policy(p)}${pk}`),
+    RateLimit: itemList(entries, (p) => `"${p.name}";r=${p.remaining};t=${seconds(p.resetAfterMs)}`),
   };
 }
 
@@ -146,13 +177,17 @@ export function openAiHeaders(entries: readonly PolicyDecision[]): HeaderFields 
   return headers;
 }
 
-/** The rate-limit fields of one mode, without Retry-After; `key` is the client's, for draft-8's `pk`. */
+/**
+ * The rate-limit fields of one mode, without Retry-After, in a new object; `key` is the client's,
+ * for draft-8's `pk`. `nowMs` (default: read now) is read by the legacy mode alone: the clock is not
+ * read for the others, on every request.
+ */
 export function modeHeaders(
   mode: HeaderMode,
   entries: readonly PolicyDecision[],
-  nowMs: number,
+  nowMs?: number,
   key?: string,
-): HeaderFields {
+): Record<string, string> {
   switch (mode) {
     case 'draft-11':
       return draft11Headers(entries);
@@ -163,7 +198,7 @@ export function modeHeaders(
     case 'draft-6':
       return draft6Headers(entries);
     case 'legacy':
-      return legacyHeaders(entries, nowMs);
+      return legacyHeaders(entries, nowMs ?? Date.now());
     case 'openai':
       return openAiHeaders(entries);
     case false:
@@ -191,15 +226,16 @@ export function violated(decision: Decision): readonly PolicyDecision[] {
 /**
  * Every header for a decision: the mode's fields, one item per policy where the mode allows, and
  * `Retry-After` (RFC 9110) on a denial, in whole seconds rounded up, so a client that waits that
- * long is admitted. `key`, the client's, gives draft-8 its partition key.
+ * long is admitted. `nowMs` is this server's clock for the legacy reset (default: read then); `key`,
+ * the client's, gives draft-8 its partition key.
  */
 export function rateLimitHeaders(
   decision: Decision,
   mode: HeaderMode = 'draft-11',
-  nowMs = Date.now(),
+  nowMs?: number,
   key?: string,
 ): HeaderFields {
-  const headers: Record<string, string> = { ...modeHeaders(mode, decision.policies, nowMs, key) };
+  const headers = modeHeaders(mode, decision.policies, nowMs, key);
   if (!decision.allowed) {
     headers['Retry-After'] = String(seconds(decision.retryAfterMs));
     if (mode === 'openai') headers['retry-after-ms'] = String(decision.retryAfterMs);

@@ -48,6 +48,7 @@ it('npm run bench works end to end in quick mode and writes its report and chart
     for (const server of report.http.servers) {
       assert.equal(server.samples.length, 1, server.name);
       assert.ok((server.samples[0]?.ceilingRatio ?? 0) > 0, server.name);
+      assert.ok((server.samples[0]?.cpuMicrosPerRequest ?? 0) > 0, server.name);
       // Every limiter answers with its rate-limit fields (sluice's default: draft-11); a ceiling with none.
       const fields =
         server.config.limiter === undefined

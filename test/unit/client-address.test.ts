@@ -78,6 +78,24 @@ describe('findClientAddress', () => {
     });
   });
 
+  it('counts every X-Forwarded-For element as a hop, empty ones too', () => {
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', '192.0.2.1,'), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', ',192.0.2.1'), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', '198.51.100.1,,192.0.2.1'), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(3), '10.0.0.2', '198.51.100.1,,192.0.2.1'), {
+      address: '198.51.100.1',
+    });
+    assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', ','), { address: undefined });
+    assert.deepEqual(findClientAddress(trusting(3), '10.0.0.2', ','), {
+      address: undefined,
+      problem: 'proxy-chain-short',
+    });
+    assert.deepEqual(findClientAddress(trusting(2), '10.0.0.2', ' 198.51.100.1 ,192.0.2.1'), {
+      address: '198.51.100.1',
+    });
+    assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', ''), { address: undefined });
+  });
+
   it('reads the for= of each Forwarded element', () => {
     const forwarded = 'for=198.51.100.1;proto=http, by=10.0.0.1, for="[2001:db8:cafe::17]:4711"';
     assert.deepEqual(findClientAddress(trusting(1, 'forwarded'), '10.0.0.2', forwarded), {

@@ -152,6 +152,18 @@ describe('header modes', () => {
     });
   });
 
+  it('draft-11 gives a policy the quota it has now, whatever another policy of the same name had', () => {
+    const policyField = (p: PolicyDecision) => rateLimitHeaders(decision(p))['RateLimit-Policy'];
+    assert.equal(policyField(part('tier', 10, 1000, 9, 400)), '"tier";q=10;w=1');
+    assert.equal(policyField(part('tier', 20, 1000, 9, 400)), '"tier";q=20;w=1');
+    assert.equal(policyField(part('tier', 20, 60_000, 9, 400)), '"tier";q=20;w=60');
+    assert.equal(
+      policyField({ ...part('tier', 20, 60_000, 9, 400), counts: 'tokens' }),
+      '"tier";q=20;qu="tokens";w=60',
+    );
+    assert.equal(policyField(part('tier', 10, 1000, 9, 400)), '"tier";q=10;w=1');
+  });
+
   it('Retry-After is the longest wait of the policies that denied', () => {
     assert.equal(rateLimitHeaders(decision(burst(0, 900, 900), daily(0, 7_200_500, 7_200_500)))['Retry-After'], '7201');
     assert.equal(rateLimitHeaders(decision(burst(0, 900, 900), daily(0, 7_200_500)))['Retry-After'], '1');

@@ -4,7 +4,7 @@ import Fastify from 'fastify';
 import { createRateLimit, type RateLimitOptions } from '../../src/adapters/core.js';
 import { rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore } from '../../src/index.js';
+import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, type Decision } from '../../src/index.js';
 
 const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
 const isOption = (option: string) => (error: unknown) => error instanceof InvalidOptionError && error.option === option;
@@ -150,6 +150,30 @@ describe('middleware options', () => {
     const facts = { header: () => undefined, remoteAddress: undefined };
     assert.equal((await decide(undefined, facts)).pass, true);
     assert.equal((await decide(undefined, facts)).pass, false);
+  });
+
+  it("give the handler the limiter's decision whole, its fields in their order, and the key", async () => {
+    const facts = { header: () => undefined, remoteAddress: undefined };
+    const policy = fixedWindow({ limit: 5, window: '1m' });
+    const plain = createLimiter({ store: memoryStore(), policy });
+    const shadow = createLimiter({ store: memoryStore(), policy, shadow: true });
+    const withOwnField: typeof plain = {
+      ...plain,
+      limit: async (key, options) => ({ ...(await plain.limit(key, options)), tier: 'gold' }),
+    };
+    for (const [name, own] of Object.entries({ plain, shadow, withOwnField })) {
+      let decided: Decision | undefined;
+      const decide = createRateLimit({
+        limiter: { ...own, limit: async (key, options) => (decided = await own.limit(key, options)) },
+        key: () => name,
+      });
+      for (let i = 0; i < 2; i++) {
+        const outcome = await decide(undefined, facts);
+        const info = outcome.pass ? outcome.rateLimit : undefined;
+        assert.deepEqual(info, { ...decided, key: name }, name);
+        assert.deepEqual(Object.keys(info ?? {}), [...Object.keys(decided ?? {}), 'key'], name);
+      }
+    }
   });
 
   it('on Hono, need the runtime getConnInfo unless a key is given', () => {

@@ -60,9 +60,19 @@ export interface RateLimitInfo extends Decision {
  * server (docs/performance.md, "The middleware's own cost"); the literal costs a few dozen ns.
  */
 function rateLimitInfo(decision: Decision, key: string): RateLimitInfo {
+  if (!hasUsualFields(decision)) return Object.assign({}, decision, { key });
   const { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies } = decision;
-  if (Object.keys(decision).length !== 6) return Object.assign({}, decision, { key });
   return { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies, key };
+}
+
+const USUAL_FIELDS = ['allowed', 'limit', 'remaining', 'resetAfterMs', 'retryAfterMs', 'policies'];
+
+/** Whether a decision has the six fields every decision has, in their order, and no other. */
+function hasUsualFields(decision: Decision): boolean {
+  const fields = Object.keys(decision);
+  if (fields.length !== USUAL_FIELDS.length) return false;
+  for (let i = 0; i < fields.length; i++) if (fields[i] !== USUAL_FIELDS[i]) return false;
+  return true;
 }
 
 /** What `respond` answers a denial with. */

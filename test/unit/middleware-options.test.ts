@@ -161,7 +161,15 @@ describe('middleware options', () => {
       ...plain,
       limit: async (key, options) => ({ ...(await plain.limit(key, options)), tier: 'gold' }),
     };
-    for (const [name, own] of Object.entries({ plain, shadow, withOwnField })) {
+    // The six fields of a decision of createLimiter, in an order of its own.
+    const reordered: typeof plain = {
+      ...plain,
+      limit: async (key, options) => {
+        const { policies, ...rest } = await plain.limit(key, options);
+        return { policies, ...rest };
+      },
+    };
+    for (const [name, own] of Object.entries({ plain, shadow, withOwnField, reordered })) {
       let decided: Decision | undefined;
       const decide = createRateLimit({
         limiter: { ...own, limit: async (key, options) => (decided = await own.limit(key, options)) },

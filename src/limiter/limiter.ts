@@ -297,6 +297,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const layout = (list: readonly EnginePolicy[]) =>
     list === policies ? ownLayout : layoutOf(prefix, list, withStrikes);
   const keysOf = (id: string, list: readonly EnginePolicy[]) => stemmed(prefix, id, layout(list).suffixes);
+  // The own policies' script at hand, without compiled()'s lookup on every call.
+  const ownScript = compiled(policies).script;
+  const scriptOf = (list: readonly EnginePolicy[]) => (list === policies ? ownScript : compiled(list).script);
   // The arguments of the limiter's own calls (limit, peek, refund), built once per op and cost
   // (for the first 64 costs of each): equal calls share one array, which the Redis store then
   // sends once per batch, and which the twin and the Lua read once.
@@ -332,7 +335,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     target = 0,
     ms = 0,
   ): Promise<Reply> {
-    return store.run(compiled(list).script, keysOf(id, list), argsOf(list, op, cost, target, ms), deadline);
+    return store.run(scriptOf(list), keysOf(id, list), argsOf(list, op, cost, target, ms), deadline);
   }
 
   /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
@@ -340,13 +343,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return guard.settle(op, (deadline) => run(deadline, id, list, op, cost, target, ms));
   }
 
-  const ownScript = compiled(policies).script;
-
   /** A limit or peek on a local store, which answers at once and cannot fail: its reply. */
   function localReply(runLocal: LocalRun, id: string, list: readonly EnginePolicy[], op: Op, cost: Costs): Reply {
-    const script = list === policies ? ownScript : compiled(list).script;
-    const parts = list === policies ? ownLayout.parts : layoutOf(prefix, list, withStrikes).parts;
-    return runLocal(id, parts, script, argsOf(list, op, cost, 0, 0));
+    return runLocal(id, layout(list).parts, scriptOf(list), argsOf(list, op, cost, 0, 0));
   }
 
   /**
@@ -565,7 +564,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // configuration with one may have left strikes.
       const keys = callKeys(prefix, k, policies, true);
       await guard.settle('reset', (deadline) =>
-        store.run(compiled(policies).script, keys, argsOf(policies, 'reset', 1, 0, 0), deadline),
+        store.run(ownScript, keys, argsOf(policies, 'reset', 1, 0, 0), deadline),
       );
     },
     async refund(key, cost = 1, refundOptions) {

@@ -10,6 +10,7 @@ import { afterThisTurn, callHook, holdProcessOpen, timersOutliveRequests, warn }
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
+import type { Reply } from '../engine/script.js';
 import { promiseFor, type Settlers } from '../core/settlers.js';
 
 /**
@@ -215,14 +216,21 @@ class Deadlines {
  */
 export type StoreCall<T> = (deadline: number) => Promise<T>;
 
+/** What a limit or peek answers: made from its decision, and the store's reply when the store decided. */
+export type Answer<T> = (decision: Decision, reply: Reply | undefined) => T;
+
 export interface FailureGuard {
-  /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
-  decide(
+  /**
+   * Asks the store within the timeout and answers with its reply, read as a decision; if the store
+   * fails, answers by `onStoreError`, saying why.
+   */
+  decide<T>(
     operation: 'limit' | 'peek',
     policies: readonly Policy[],
-    call: StoreCall<Decision>,
+    call: StoreCall<Reply>,
+    answer: Answer<T>,
     askFallback: (fallback: Limiter) => Promise<Decision>,
-  ): Promise<Decision>;
+  ): Promise<T>;
   /** Runs a store call that has no decision to fall back on (reset): within the timeout, or a StoreError. */
   settle<T>(operation: Operation, call: StoreCall<T>): Promise<T>;
   /** Adds a watcher of this guard's outages besides the limiter's own `onOutage` and `onRecovery`. */
@@ -251,12 +259,16 @@ function withoutStore(
   };
 }
 
+/** A store's reply to a limit or peek, read as the decision of its policies. */
+export type ReplyReader = (reply: Reply, policies: readonly Policy[]) => Decision;
+
 /**
- * What a guard's attempts share: its deadlines, how it reports an outage and a recovery, and what
- * it answers without the store.
+ * What a guard's attempts share: its deadlines, how it reports an outage and a recovery, how it
+ * reads a reply and what it answers without one.
  */
 interface Outages {
   readonly deadlines: Deadlines;
+  readonly read: ReplyReader;
   readonly onStoreError: StoreErrorPolicy;
   recovered(): void;
   failed(operation: Operation, reason: FailureReason, error: StoreError): void;
@@ -332,31 +344,52 @@ class Settling<T> extends Attempt<T, T> {
   }
 }
 
-/** A limit or peek: the store's decision, or the one `onStoreError` makes when the store fails. */
-class Deciding extends Attempt<Decision, Decision> {
+/** A limit or peek: its answer, from the store's decision, or from `onStoreError` when the store fails. */
+class Deciding<T> extends Attempt<Reply, T> {
   constructor(
     outages: Outages,
     operation: 'limit' | 'peek',
     private readonly policies: readonly Policy[],
+    private readonly answer: Answer<T>,
     private readonly askFallback: (fallback: Limiter) => Promise<Decision>,
   ) {
     super(outages, operation);
   }
 
-  protected succeed(decision: Decision): void {
-    this.resolve(decision);
+  protected succeed(reply: Reply): void {
+    this.answerWith(this.outages.read(reply, this.policies), reply);
   }
 
   protected fail(reason: FailureReason, error: StoreError): void {
     const { onStoreError } = this.outages;
     if (onStoreError === 'allow' || onStoreError === 'deny')
-      this.resolve(withoutStore(this.policies, onStoreError === 'allow', reason, error));
-    else this.askFallback(onStoreError).then((decision) => this.resolve({ ...decision, reason, error }), this.reject);
+      this.answerWith(withoutStore(this.policies, onStoreError === 'allow', reason, error), undefined);
+    else
+      this.askFallback(onStoreError).then(
+        (decision) => this.answerWith({ ...decision, reason, error }, undefined),
+        this.reject,
+      );
+  }
+
+  // An answer that throws rejects the call, as an error in any step after the store's does.
+  private answerWith(decision: Decision, reply: Reply | undefined): void {
+    try {
+      this.resolve(this.answer(decision, reply));
+    } catch (error) {
+      this.reject(error);
+    }
   }
 }
 
-/** Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of `policies`. */
-export function failureGuard(options: Record<string, unknown>, policies: readonly EnginePolicy[]): FailureGuard {
+/**
+ * Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of
+ * `policies`, whose store's replies to a limit or peek `read` makes decisions of.
+ */
+export function failureGuard(
+  options: Record<string, unknown>,
+  policies: readonly EnginePolicy[],
+  read: ReplyReader,
+): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
   const onStoreError = storeErrorPolicy(options.onStoreError, policies);
   const own = storeWatcher(options, InvalidOptionError);
@@ -365,6 +398,7 @@ export function failureGuard(options: Record<string, unknown>, policies: readonl
 
   const outages: Outages = {
     deadlines: new Deadlines(timeoutMs),
+    read,
     onStoreError,
     recovered() {
       if (!outage) return;
@@ -387,8 +421,8 @@ export function failureGuard(options: Record<string, unknown>, policies: readonl
   };
 
   return {
-    decide(operation, policies, call, askFallback) {
-      return new Deciding(outages, operation, policies, askFallback).run(call);
+    decide(operation, policies, call, answer, askFallback) {
+      return new Deciding(outages, operation, policies, answer, askFallback).run(call);
     },
     settle<T>(operation: Operation, call: StoreCall<T>) {
       return new Settling<T>(outages, operation).run(call);

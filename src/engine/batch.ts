@@ -84,20 +84,24 @@ export interface Request {
   /** Its block key first, then its other keys (as a lone call sends them). */
   readonly keys: readonly string[];
   readonly args: readonly Arg[];
-  resolve(reply: unknown): void;
-  reject(error: unknown): void;
+  /** Takes its reply, unchecked. */
+  settle(reply: unknown): void;
+  fail(error: unknown): void;
 }
 
 /** A batch as the batch script reads it, and its requests in the order it runs (and replies to) them. */
 export function batchArguments(
   requests: readonly Request[],
   deadline: string,
-): { keys: string[]; args: string[]; order: Request[] } {
+): { keys: string[]; args: string[]; order: readonly Request[] } {
   // Requests of one limiter usually share one args array: found by identity, the group costs
   // nothing to find. Other requests with equal args join it by their text.
   const byArgs = new Map<readonly Arg[], Request[]>();
   const groups = new Map<string, Request[]>();
+  // A block key for each request, then the others.
+  let keyCount = requests.length;
   for (const request of requests) {
+    keyCount += Math.max(0, request.keys.length - 1);
     let group = byArgs.get(request.args);
     if (group === undefined) {
       const signature = `${request.keys.length} ${request.args.join(' ')}`;
@@ -107,30 +111,36 @@ export function batchArguments(
     }
     group.push(request);
   }
-  const blocks: string[] = [];
-  const others: string[] = [];
+  // Every block key, then every other key, each request's in the order the batch runs them.
+  const keys = new Array<string>(keyCount);
+  let block = 0;
+  let other = requests.length;
   const args: string[] = [deadline, String(requests.length)];
-  const order: Request[] = [];
+  const order: Request[][] = [];
   for (const group of groups.values()) {
     const [first] = group;
     if (first === undefined) continue;
     args.push(String(group.length), String(first.keys.length), String(first.args.length));
     for (const arg of first.args) args.push(String(arg));
     for (const request of group) {
-      const { keys } = request;
-      blocks.push(keys[0] ?? '');
-      for (let i = 1; i < keys.length; i++) others.push(keys[i] as string);
-      order.push(request);
+      const requestKeys = request.keys;
+      keys[block++] = requestKeys[0] ?? '';
+      for (let i = 1; i < requestKeys.length; i++) keys[other++] = requestKeys[i] as string;
     }
+    order.push(group);
   }
-  return { keys: blocks.concat(others), args, order };
+  return { keys, args, order: order.length === 1 ? (order[0] as Request[]) : order.flat() };
 }
 
 /**
  * Hands each request (in the batch's order) its own part of the batch script's reply, packed or
- * not: its reply, or its error.
+ * not: its reply, or its error. Returns the batch's time, which every reply names, if it has one.
  */
-export function settle(requests: readonly Request[], raw: unknown, error: (message: string) => Error): void {
+export function settle(
+  requests: readonly Request[],
+  raw: unknown,
+  error: (message: string) => Error,
+): number | undefined {
   let flat: readonly unknown[] = [];
   try {
     if (Array.isArray(raw)) flat = raw;
@@ -138,28 +148,30 @@ export function settle(requests: readonly Request[], raw: unknown, error: (messa
     else if (typeof Buffer === 'function' && Buffer.isBuffer(raw)) flat = unpackArray(raw);
   } catch (unreadable) {
     const failure = error(`the batch script's reply could not be read: ${(unreadable as Error).message}`);
-    for (const request of requests) request.reject(failure);
-    return;
+    for (const request of requests) request.fail(failure);
+    return undefined;
   }
   const now = flat[0];
   let at = 1;
-  for (const [index, request] of requests.entries()) {
+  for (let index = 0; index < requests.length; index++) {
+    const request = requests[index] as Request;
     const length = flat[at];
     if (typeof now === 'number' && typeof length === 'number' && length >= 0) {
       // A lone call's reply: the batch's now, then the request's own.
       const reply = new Array<unknown>(1 + length);
       reply[0] = now;
       for (let i = 1; i <= length; i++) reply[i] = flat[at + i];
-      request.resolve(reply);
+      request.settle(reply);
       at += 1 + length;
     } else if (length === -1) {
-      request.reject(error(String(flat[at + 1])));
+      request.fail(error(String(flat[at + 1])));
       at += 2;
     } else {
       // Past a malformed part nothing can be attributed to a request: all the rest fail.
       const failure = error(`the batch script replied ${JSON.stringify(flat)}`);
-      for (const rest of requests.slice(index)) rest.reject(failure);
-      return;
+      for (const rest of requests.slice(index)) rest.fail(failure);
+      break;
     }
   }
+  return typeof now === 'number' ? now : undefined;
 }

@@ -10,6 +10,8 @@ import { afterThisTurn, callHook, holdProcessOpen, timersOutliveRequests, warn }
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
+import type { Reply } from '../engine/script.js';
+import { promiseFor, type Settlers } from '../core/settlers.js';
 
 /**
  * What a limiter answers when its store fails or does not reply within `timeout`:
@@ -98,11 +100,13 @@ function storeWatcher(
 
 /** A store call waiting for its answer or its deadline, whichever comes first. */
 interface Pending {
-  readonly due: number;
-  readonly onTimeout: () => void;
+  /** When it is due (a performance.now() time), set by Deadlines.add. */
+  due: number;
   done: boolean;
   /** Its own timer, where timers die with their request (see timersOutliveRequests). */
   timer?: ReturnType<typeof setTimeout>;
+  /** Answers it by its timeout. */
+  timedOut(): void;
 }
 
 /**
@@ -111,24 +115,25 @@ interface Pending {
  * fires when that call is due, as a timer of its own would, and lapses when nothing waits.
  */
 class Deadlines {
-  private queue: Pending[] = [];
+  // From `head` on, the calls not known to be answered, in the order they fall due.
+  private queue: (Pending | undefined)[] = [];
   private head = 0;
   private waiting = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(private readonly ms: number) {}
+  constructor(readonly ms: number) {}
 
-  add(onTimeout: () => void): Pending {
-    // Read once: the call is told this same instant (see attempt), so nothing that runs between
+  /** Sets when `pending` is due, and answers it by its timeout then unless it is finished first. */
+  add(pending: Pending): void {
+    // Read once: the call is told this same instant (see Attempt), so nothing that runs between
     // arming the guard and asking the store (a first call's script build, a GC pause) can leave the
     // store a later deadline than the guard's.
-    const due = performance.now() + this.ms;
+    pending.due = performance.now() + this.ms;
     if (!timersOutliveRequests) {
       // A Worker drops a timer when the request that armed it ends: each call arms its own, in its
       // own request, the one kind of timer that serves it there.
-      const pending: Pending = { due, onTimeout, done: false };
       pending.timer = setTimeout(() => this.expire([pending]), this.ms);
-      return pending;
+      return;
     }
     if (this.waiting === 0) {
       this.queue = [];
@@ -137,11 +142,9 @@ class Deadlines {
       // stays armed instead, holding the process open only while a call waits.
       holdProcessOpen(this.timer, true);
     }
-    const pending: Pending = { due, onTimeout, done: false };
     this.queue.push(pending);
     this.waiting++;
     this.timer ??= setTimeout(this.fire, this.ms);
-    return pending;
   }
 
   /** Marks a call answered; false if it already was (by its reply, or by its timeout). */
@@ -149,8 +152,26 @@ class Deadlines {
     if (pending.done) return false;
     pending.done = true;
     if (pending.timer !== undefined) clearTimeout(pending.timer);
-    else if (--this.waiting === 0) holdProcessOpen(this.timer, false);
+    else {
+      if (--this.waiting === 0) holdProcessOpen(this.timer, false);
+      this.dropAnswered();
+    }
     return true;
+  }
+
+  /**
+   * Drops the answered calls at the front of the queue, and copies the queue down once they made up
+   * most of it. Calls are answered about in the order they were made, so the queue holds little
+   * more than the calls waiting. Held until the timer next fired, up to `ms` later, every call (and
+   * all it refers to) outlived the young generation's collections and was copied into the old one.
+   */
+  private dropAnswered(): void {
+    const { queue } = this;
+    while (this.head < queue.length && (queue[this.head] as Pending).done) queue[this.head++] = undefined;
+    if (this.head > 1024 && this.head * 2 > queue.length) {
+      this.queue = queue.slice(this.head);
+      this.head = 0;
+    }
   }
 
   /**
@@ -163,7 +184,7 @@ class Deadlines {
    */
   private expire(due: readonly Pending[]): void {
     afterThisTurn(() => {
-      for (const pending of due) if (this.finish(pending)) pending.onTimeout();
+      for (const pending of due) if (this.finish(pending)) pending.timedOut();
     });
   }
 
@@ -176,12 +197,9 @@ class Deadlines {
       if (pending.done) continue;
       if (pending.due > now + TIMER_SLACK_MS) break;
       due.push(pending);
+      this.queue[this.head] = undefined;
     }
-    // Answered calls are dropped from the front once they make up most of the queue.
-    if (this.head > 1024 && this.head * 2 > this.queue.length) {
-      this.queue = this.queue.slice(this.head);
-      this.head = 0;
-    }
+    this.dropAnswered();
     const next = this.queue[this.head];
     if (next) this.timer = setTimeout(this.fire, Math.max(1, Math.ceil(next.due - now)));
     else {
@@ -198,14 +216,21 @@ class Deadlines {
  */
 export type StoreCall<T> = (deadline: number) => Promise<T>;
 
+/** What a limit or peek answers: made from its decision, and the store's reply when the store decided. */
+export type Answer<T> = (decision: Decision, reply: Reply | undefined) => T;
+
 export interface FailureGuard {
-  /** Asks the store within the timeout; if it fails, answers by `onStoreError`, saying why. */
-  decide(
+  /**
+   * Asks the store within the timeout and answers with its reply, read as a decision; if the store
+   * fails, answers by `onStoreError`, saying why.
+   */
+  decide<T>(
     operation: 'limit' | 'peek',
     policies: readonly Policy[],
-    call: StoreCall<Decision>,
+    call: StoreCall<Reply>,
+    answer: Answer<T>,
     askFallback: (fallback: Limiter) => Promise<Decision>,
-  ): Promise<Decision>;
+  ): Promise<T>;
   /** Runs a store call that has no decision to fall back on (reset): within the timeout, or a StoreError. */
   settle<T>(operation: Operation, call: StoreCall<T>): Promise<T>;
   /** Adds a watcher of this guard's outages besides the limiter's own `onOutage` and `onRecovery`. */
@@ -234,87 +259,173 @@ function withoutStore(
   };
 }
 
-/** Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of `policies`. */
-export function failureGuard(options: Record<string, unknown>, policies: readonly EnginePolicy[]): FailureGuard {
+/** A store's reply to a limit or peek, read as the decision of its policies. */
+export type ReplyReader = (reply: Reply, policies: readonly Policy[]) => Decision;
+
+/**
+ * What a guard's attempts share: its deadlines, how it reports an outage and a recovery, how it
+ * reads a reply and what it answers without one.
+ */
+interface Outages {
+  readonly deadlines: Deadlines;
+  readonly read: ReplyReader;
+  readonly onStoreError: StoreErrorPolicy;
+  recovered(): void;
+  failed(operation: Operation, reason: FailureReason, error: StoreError): void;
+}
+
+/**
+ * A store call run by the guard, which reports, once, its value or why it failed: an error, or no
+ * reply within the timeout. A reply after the timeout is ignored, and a late rejection is handled,
+ * never unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
+ * One object per call, with its two handlers of the store's answer, rather than closures.
+ */
+abstract class Attempt<V, T> implements Pending, Settlers<T> {
+  due = 0;
+  done = false;
+  timer?: ReturnType<typeof setTimeout>;
+  resolve!: (answer: T) => void;
+  reject!: (error: unknown) => void;
+
+  constructor(
+    protected readonly outages: Outages,
+    private readonly operation: Operation,
+  ) {}
+
+  protected abstract succeed(value: V): void;
+  protected abstract fail(reason: FailureReason, error: StoreError): void;
+
+  /** Runs the store call; the answer is what it settles to. */
+  run(call: StoreCall<V>): Promise<T> {
+    const answered = promiseFor(this);
+    this.outages.deadlines.add(this);
+    let answer: Promise<V>;
+    try {
+      // The instant the guard may first answer by the timeout, as the guard read it: the store may
+      // count the call only before it.
+      answer = call(this.due - TIMER_SLACK_MS);
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    answer.then(this.replied, this.refused);
+    return answered;
+  }
+
+  timedOut(): void {
+    this.failWith('timeout', new StoreTimeoutError(`no reply within ${this.outages.deadlines.ms} ms`));
+  }
+
+  private readonly replied = (value: V): void => {
+    if (!this.outages.deadlines.finish(this)) return;
+    this.outages.recovered();
+    this.succeed(value);
+  };
+
+  private readonly refused = (raw: unknown): void => {
+    if (!this.outages.deadlines.finish(this)) return;
+    const error = toStoreError(raw);
+    this.failWith(error instanceof StoreTimeoutError ? 'timeout' : 'store-error', error);
+  };
+
+  private failWith(reason: FailureReason, error: StoreError): void {
+    this.outages.failed(this.operation, reason, error);
+    this.fail(reason, error);
+  }
+}
+
+/** A store call with no decision to fall back on: its value, or its StoreError. */
+class Settling<T> extends Attempt<T, T> {
+  protected succeed(value: T): void {
+    this.resolve(value);
+  }
+
+  protected fail(_reason: FailureReason, error: StoreError): void {
+    this.reject(error);
+  }
+}
+
+/** A limit or peek: its answer, from the store's decision, or from `onStoreError` when the store fails. */
+class Deciding<T> extends Attempt<Reply, T> {
+  constructor(
+    outages: Outages,
+    operation: 'limit' | 'peek',
+    private readonly policies: readonly Policy[],
+    private readonly answer: Answer<T>,
+    private readonly askFallback: (fallback: Limiter) => Promise<Decision>,
+  ) {
+    super(outages, operation);
+  }
+
+  protected succeed(reply: Reply): void {
+    this.answerWith(this.outages.read(reply, this.policies), reply);
+  }
+
+  protected fail(reason: FailureReason, error: StoreError): void {
+    const { onStoreError } = this.outages;
+    if (onStoreError === 'allow' || onStoreError === 'deny')
+      this.answerWith(withoutStore(this.policies, onStoreError === 'allow', reason, error), undefined);
+    else
+      this.askFallback(onStoreError).then(
+        (decision) => this.answerWith({ ...decision, reason, error }, undefined),
+        this.reject,
+      );
+  }
+
+  // An answer that throws rejects the call, as an error in any step after the store's does.
+  private answerWith(decision: Decision, reply: Reply | undefined): void {
+    try {
+      this.resolve(this.answer(decision, reply));
+    } catch (error) {
+      this.reject(error);
+    }
+  }
+}
+
+/**
+ * Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of
+ * `policies`, whose store's replies to a limit or peek `read` makes decisions of.
+ */
+export function failureGuard(
+  options: Record<string, unknown>,
+  policies: readonly EnginePolicy[],
+  read: ReplyReader,
+): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
   const onStoreError = storeErrorPolicy(options.onStoreError, policies);
   const own = storeWatcher(options, InvalidOptionError);
   const watchers: StoreWatcher[] = [own];
   let outage: { since: number; failures: number } | undefined;
-  const deadlines = new Deadlines(timeoutMs);
 
-  function recovered(): void {
-    if (!outage) return;
-    const { since, failures } = outage;
-    outage = undefined;
-    const recovery = { failures, downForMs: Date.now() - since };
-    for (const watcher of watchers) callHook('onRecovery', watcher.onRecovery, () => recovery, watcher);
-  }
-
-  function failed(operation: Operation, reason: FailureReason, error: StoreError): void {
-    outage ??= { since: Date.now(), failures: 0 };
-    outage.failures++;
-    const failure = { operation, reason, error, failures: outage.failures };
-    for (const watcher of watchers) callHook('onOutage', watcher.onOutage, () => failure, watcher);
-    // Told to no one who reads it, an outage still reaches the logs: once, when it begins.
-    if (!own.onOutage && outage.failures === 1) {
-      const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
-      warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { code: 'SLUICE_STORE_FAILED' });
-    }
-  }
-
-  /**
-   * Runs a store call and reports, once, its value or why it failed: an error, or no reply within
-   * the timeout. A reply after the timeout is ignored, and a late rejection is handled, never
-   * unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
-   */
-  function attempt<T>(
-    operation: Operation,
-    call: StoreCall<T>,
-    ok: (value: T) => void,
-    fail: (reason: FailureReason, error: StoreError) => void,
-  ): void {
-    const pending = deadlines.add(() => {
-      const error = new StoreTimeoutError(`no reply within ${timeoutMs} ms`);
-      failed(operation, 'timeout', error);
-      fail('timeout', error);
-    });
-    let answer: Promise<T>;
-    try {
-      // The instant the guard may first answer by the timeout, as the guard read it: the store may
-      // count the call only before it.
-      answer = call(pending.due - TIMER_SLACK_MS);
-    } catch (error) {
-      answer = Promise.reject(error);
-    }
-    answer.then(
-      (value) => {
-        if (!deadlines.finish(pending)) return;
-        recovered();
-        ok(value);
-      },
-      (raw: unknown) => {
-        if (!deadlines.finish(pending)) return;
-        const error = toStoreError(raw);
-        const reason = error instanceof StoreTimeoutError ? 'timeout' : 'store-error';
-        failed(operation, reason, error);
-        fail(reason, error);
-      },
-    );
-  }
+  const outages: Outages = {
+    deadlines: new Deadlines(timeoutMs),
+    read,
+    onStoreError,
+    recovered() {
+      if (!outage) return;
+      const { since, failures } = outage;
+      outage = undefined;
+      const recovery = { failures, downForMs: Date.now() - since };
+      for (const watcher of watchers) callHook('onRecovery', watcher.onRecovery, () => recovery, watcher);
+    },
+    failed(operation, reason, error) {
+      outage ??= { since: Date.now(), failures: 0 };
+      outage.failures++;
+      const failure = { operation, reason, error, failures: outage.failures };
+      for (const watcher of watchers) callHook('onOutage', watcher.onOutage, () => failure, watcher);
+      // Told to no one who reads it, an outage still reaches the logs: once, when it begins.
+      if (!own.onOutage && outage.failures === 1) {
+        const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';
+        warn(`${error.message} (${reason}); answering ${policy} until it recovers`, { code: 'SLUICE_STORE_FAILED' });
+      }
+    },
+  };
 
   return {
-    decide(operation, policies, call, askFallback) {
-      return new Promise((resolve, reject) => {
-        attempt(operation, call, resolve, (reason, error) => {
-          if (onStoreError === 'allow' || onStoreError === 'deny')
-            resolve(withoutStore(policies, onStoreError === 'allow', reason, error));
-          else askFallback(onStoreError).then((decision) => resolve({ ...decision, reason, error }), reject);
-        });
-      });
+    decide(operation, policies, call, answer, askFallback) {
+      return new Deciding(outages, operation, policies, answer, askFallback).run(call);
     },
-    settle(operation, call) {
-      return new Promise((resolve, reject) => attempt(operation, call, resolve, (_reason, error) => reject(error)));
+    settle<T>(operation: Operation, call: StoreCall<T>) {
+      return new Settling<T>(outages, operation).run(call);
     },
     watch(watcher) {
       if (typeof watcher !== 'object' || watcher === null)

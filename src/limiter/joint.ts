@@ -67,7 +67,7 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       "'allow' or 'deny': a fallback limiter decides one key",
     );
   // Refused above, a fallback limiter has no policies of this limiter's to be checked against.
-  const guard = failureGuard(options as unknown as Record<string, unknown>, []);
+  const guard = failureGuard(options as unknown as Record<string, unknown>, [], decisionOf);
 
   /** Every key of a call: the first part's block key, then each part's policy keys. */
   function keysOf(parts: readonly JointPart[], lists: readonly (readonly EnginePolicy[])[]): string[] {
@@ -117,7 +117,8 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       const decision = await guard.decide(
         op,
         all,
-        (deadline) => store.run(compiled(all).script, keys, args, deadline).then((reply) => decisionOf(reply, all)),
+        (deadline) => store.run(compiled(all).script, keys, args, deadline),
+        (decided) => decided,
         () => Promise.reject(new TypeError('a joint limiter has no fallback limiter')),
       );
       let at = 0;

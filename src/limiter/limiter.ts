@@ -280,7 +280,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   if (o.shadow !== undefined && typeof o.shadow !== 'boolean')
     throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
-  const guard = failureGuard(o, policies);
+  const guard = failureGuard(o, policies, decisionOf);
   const denied =
     o.deniedCache === undefined || !policies.every((p) => p.kind.stableDenials === true)
       ? undefined
@@ -360,15 +360,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     fallback: (limiter: Limiter) => Promise<Decision>,
     answer: (decision: Decision, reply?: Reply) => T,
   ): Promise<T> {
-    let reply: Reply | undefined;
-    return guard
-      .decide(
-        op,
-        list,
-        (deadline) => run(deadline, id, list, op, cost).then((replied) => decisionOf((reply = replied), list)),
-        fallback,
-      )
-      .then((decision) => answer(decision, reply));
+    return guard.decide(op, list, (deadline) => run(deadline, id, list, op, cost), answer, fallback);
   }
 
   function policiesFor(value: unknown): readonly EnginePolicy[] {

@@ -7,6 +7,7 @@ import {
   toStoreError,
 } from '../core/errors.js';
 import { afterThisTick, afterThisTurn } from '../core/host.js';
+import { promiseFor, type Settlers } from '../core/settlers.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../engine/driver.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
@@ -288,33 +289,32 @@ function storeErrorOf(error: unknown, keys: readonly string[], lua: string): Sto
 }
 
 function isReply(raw: unknown): raw is Reply {
-  return Array.isArray(raw) && raw.length >= 3 && raw.every((n) => typeof n === 'number');
+  if (!Array.isArray(raw) || raw.length < 3) return false;
+  // A loop, not every(): no closure per reply, one per decision in a batch.
+  for (const n of raw) if (typeof n !== 'number') return false;
+  return true;
 }
 
 /** A decision's request, settled with its reply (checked) or a StoreError. */
-class Pending implements Request {
+class Pending implements Request, Settlers<Reply> {
+  resolve!: (reply: Reply) => void;
+  reject!: (error: unknown) => void;
+
   constructor(
     readonly script: Script,
     readonly keys: readonly string[],
     readonly args: readonly Arg[],
     /** The local time (performance.now()) after which it must count nothing; Infinity: none. */
     readonly deadline: number,
-    private readonly clock: ServerClock,
-    private readonly done: (reply: Reply) => void,
-    private readonly fail: (error: StoreError) => void,
   ) {}
 
-  resolve(raw: unknown): void {
-    if (isReply(raw)) {
-      // Every reply names the server's time when the script ran (see Reply).
-      this.clock.observe(raw[0] as number);
-      this.done(raw);
-    } else
-      this.fail(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+  settle(raw: unknown): void {
+    if (isReply(raw)) this.resolve(raw);
+    else this.reject(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
   }
 
-  reject(error: unknown): void {
-    this.fail(toStoreError(error));
+  fail(error: unknown): void {
+    this.reject(toStoreError(error));
   }
 }
 
@@ -382,7 +382,10 @@ export function redisStore(client: RedisClient): Store {
   }
 
   function decide(script: Script, keys: readonly string[], args: readonly Arg[], deadline: number): Promise<Reply> {
-    return new Promise((done, fail) => enqueue(new Pending(script, keys, args, deadline, clock, done, fail)));
+    const request = new Pending(script, keys, args, deadline);
+    const reply = promiseFor(request);
+    enqueue(request);
+    return reply;
   }
 
   /** A failed call's error, typed; a late call's refusal also tells the server's time. */
@@ -403,11 +406,13 @@ export function redisStore(client: RedisClient): Store {
       evaluate(script, first.keys, [...first.args, deadline]).then(
         (raw) => {
           unanswered--;
-          first.resolve(raw);
+          // Every reply names the server's time when the script ran (see Reply).
+          if (isReply(raw)) clock.observe(raw[0] as number);
+          first.settle(raw);
         },
         (error: unknown) => {
           unanswered--;
-          first.reject(failure(error, first.keys, script.lua));
+          first.fail(failure(error, first.keys, script.lua));
         },
       );
       return;
@@ -418,14 +423,16 @@ export function redisStore(client: RedisClient): Store {
     evaluate(batch, keys, args, redis.binary).then(
       (raw) => {
         unanswered--;
-        settle(order, raw, (message) =>
+        const now = settle(order, raw, (message) =>
           ACL_REFUSAL.test(message) ? permissionError(message, keys, batch.lua) : new StoreError(message),
         );
+        // The time of every reply in the batch, learned once.
+        if (now !== undefined) clock.observe(now);
       },
       (error: unknown) => {
         unanswered--;
         const reason = failure(error, keys, batch.lua);
-        requests.forEach((request) => request.reject(reason));
+        requests.forEach((request) => request.fail(reason));
       },
     );
   }

@@ -6,8 +6,8 @@ function request(keys: string[], args: string[]): Request & { outcome?: unknown 
   const r: Request & { outcome?: unknown } = {
     keys,
     args,
-    resolve: (reply) => (r.outcome = reply),
-    reject: (error) => (r.outcome = error instanceof Error ? error.message : error),
+    settle: (reply) => (r.outcome = reply),
+    fail: (error) => (r.outcome = error instanceof Error ? error.message : error),
   };
   return r;
 }

@@ -66,8 +66,8 @@ describe('MessagePack batch replies', () => {
         const r: Request & { outcome?: unknown } = {
           keys: [],
           args: [],
-          resolve: (reply) => (r.outcome = reply),
-          reject: (error) => (r.outcome = error instanceof Error ? error.message : error),
+          settle: (reply) => (r.outcome = reply),
+          fail: (error) => (r.outcome = error instanceof Error ? error.message : error),
         };
         return r;
       });

@@ -280,7 +280,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     run(script, keys, args) {
       const { ids, names } = split(keys);
-      return Promise.resolve(execute(ids, names, script, args));
+      // A copy: the twin reuses its reply, and this one is read after later steps.
+      return Promise.resolve(execute(ids, names, script, args).slice());
     },
   };
   return asLocalStore(store, execute);

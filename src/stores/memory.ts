@@ -85,7 +85,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   function partOf(client: Client | undefined, name: string): Part | undefined {
     // Lengths first: two names of one length are rare, and comparing two distinct strings calls
     // out of optimized code, once per call for the block part that most clients do not hold.
-    for (let part: Part | undefined = client; part; part = part.next)
+    // `!== undefined`, not truthiness, which optimized code tests against every falsy kind.
+    for (let part: Part | undefined = client; part !== undefined; part = part.next)
       if (part.name.length === name.length && part.name === name) return part;
     return undefined;
   }

@@ -379,7 +379,24 @@ function parseArgs(args: readonly Arg[], algorithms: readonly Algorithm[]) {
       if (width === 2) policy.most = n(pos + i * 2 + 1);
     });
   }
-  return { op, target: n(2), ms: n(3), strikesToBlock: n(4), blockMs: n(5), policies };
+  return {
+    op,
+    target: n(2),
+    ms: n(3),
+    strikesToBlock: n(4),
+    blockMs: n(5),
+    policies,
+    reply: replyBuffer(policies.length),
+  };
+}
+
+/**
+ * The reply of a limit or peek of `count` policies, reused from call to call as each policy's
+ * state is: a decision allocates no reply. A double array from the start (NaN until written), so
+ * that writing the time into it never changes its kind.
+ */
+function replyBuffer(count: number): number[] {
+  return Array.from({ length: 3 + 5 * count }, () => Number.NaN);
 }
 
 /** The driver's TypeScript twin: the same steps, over the cells [block, (strikes), ...policies]. */
@@ -444,7 +461,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     }
     const peek = call.op === 'peek';
     const blockedUntil = block.held ? (block.value as number) : 0;
-    const reply = new Array<number>(3 + 5 * policies.length);
+    const { reply } = call;
     if (blockedUntil > now) {
       const blocked = blockedUntil - now;
       reply[0] = now;

@@ -61,6 +61,9 @@ export interface Script {
    * undefined when `lua` runs on any Redis from 6.2.
    */
   readonly withoutPexpiretime?: Script;
-  /** The step on the keys' cells (one per key, in KEYS' order), at `now`: its reply. */
+  /**
+   * The step on the keys' cells (one per key, in KEYS' order), at `now`: its reply, which the next
+   * step may reuse (a caller that keeps it copies it).
+   */
   twin(now: number, cells: readonly Cell[], args: readonly Arg[]): Reply;
 }

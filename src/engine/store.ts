@@ -28,7 +28,10 @@ export interface Store {
   readonly slotOf?: (key: string) => number;
 }
 
-/** A local store's step: by the client's id and its parts' names (see Store.runLocal). */
+/**
+ * A local store's step: by the client's id and its parts' names (see Store.runLocal). Its reply is
+ * valid until the store's next step, which may reuse it: it is read at once.
+ */
 export type LocalRun = (id: string, parts: readonly string[], script: Script, args: readonly Arg[]) => Reply;
 
 /** Gives `store` its local step, not enumerable (see Store.runLocal). */

@@ -292,6 +292,7 @@ abstract class Attempt<V, T> implements Pending, Settlers<T> {
     private readonly operation: Operation,
   ) {}
 
+  /** Answers with the store's value; throws only when the value cannot be read (see replied). */
   protected abstract succeed(value: V): void;
   protected abstract fail(reason: FailureReason, error: StoreError): void;
 
@@ -317,8 +318,16 @@ abstract class Attempt<V, T> implements Pending, Settlers<T> {
 
   private readonly replied = (value: V): void => {
     if (!this.outages.deadlines.finish(this)) return;
+    try {
+      this.succeed(value);
+    } catch (unreadable) {
+      // A reply no decision can be read from (a broken store's) is the store's failure, answered
+      // as one: thrown from this handler, it would be an unhandled rejection and the call would
+      // never be answered.
+      this.failWith('store-error', toStoreError(unreadable));
+      return;
+    }
     this.outages.recovered();
-    this.succeed(value);
   };
 
   private readonly refused = (raw: unknown): void => {

@@ -310,7 +310,8 @@ class Pending implements Request, Settlers<Reply> {
 
   settle(raw: unknown): void {
     if (isReply(raw)) this.resolve(raw);
-    else this.reject(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+    else
+      this.reject(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
   }
 
   fail(error: unknown): void {

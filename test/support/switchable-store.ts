@@ -7,11 +7,16 @@ import { memoryStore, type Store } from '../../src/index.js';
  */
 export function switchableStore() {
   const healthy = memoryStore({ now: () => 1_000_000 });
-  const control = { mode: 'up' as 'up' | 'fail' | 'hang' | 'throw', pending: [] as ((error: Error) => void)[] };
+  const control = {
+    mode: 'up' as 'up' | 'fail' | 'hang' | 'throw' | 'garbage',
+    pending: [] as ((error: Error) => void)[],
+  };
   const store: Store = {
     run(script, keys, args) {
       if (control.mode === 'throw') throw new TypeError('thrown synchronously');
       if (control.mode === 'fail') return Promise.reject(new Error('ECONNREFUSED'));
+      // A reply no decision can be read from, as a broken store might give.
+      if (control.mode === 'garbage') return Promise.resolve(null as never);
       if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
       return healthy.run(script, keys, args);
     },

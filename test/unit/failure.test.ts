@@ -195,6 +195,19 @@ describe('failure policy', () => {
     assert.deepEqual(unhandled, []);
   });
 
+  it('answers a reply no decision can be read from as a store error, never an unhandled rejection', async () => {
+    const { limiter, control, failures } = limiterWith({ onStoreError: 'deny' });
+    control.mode = 'garbage';
+    const unhandled = await emittedDuring('unhandledRejection', async () => {
+      const decision = await limiter.limit('k');
+      assert.equal(decision.allowed, false);
+      assert.equal(decision.reason, 'store-error');
+      assert.ok(decision.error instanceof StoreError);
+    });
+    assert.deepEqual(unhandled, []);
+    assert.equal(failures.length, 1);
+  });
+
   it('calls a watcher as methods of the object given, so a class instance keeps its this', async () => {
     const seen: string[] = [];
     // The callbacks reach `record` through `this`.

@@ -194,9 +194,11 @@ class Deadlines {
     const due: Pending[] = [];
     for (; this.head < this.queue.length; this.head++) {
       const pending = this.queue[this.head] as Pending;
-      if (pending.done) continue;
-      if (pending.due > now + TIMER_SLACK_MS) break;
-      due.push(pending);
+      if (!pending.done) {
+        if (pending.due > now + TIMER_SLACK_MS) break;
+        due.push(pending);
+      }
+      // Passed, answered or due, a call is no longer the queue's to hold.
       this.queue[this.head] = undefined;
     }
     this.dropAnswered();
@@ -278,7 +280,9 @@ interface Outages {
  * A store call run by the guard, which reports, once, its value or why it failed: an error, or no
  * reply within the timeout. A reply after the timeout is ignored, and a late rejection is handled,
  * never unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
- * One object per call, with its two handlers of the store's answer, rather than closures.
+ * One object per call holds its deadline, its promise's settlers and its two handlers of the
+ * store's answer, where the guard made an executor, a failure callback, a timeout closure and a
+ * queue entry.
  */
 abstract class Attempt<V, T> implements Pending, Settlers<T> {
   due = 0;

@@ -308,10 +308,14 @@ class Pending implements Request, Settlers<Reply> {
     readonly deadline: number,
   ) {}
 
-  settle(raw: unknown): void {
-    if (isReply(raw)) this.resolve(raw);
-    else
-      this.reject(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+  /** Resolves with `raw` if it is a reply, else rejects: whether it was one. */
+  settle(raw: unknown): boolean {
+    if (isReply(raw)) {
+      this.resolve(raw);
+      return true;
+    }
+    this.reject(new StoreError(`script ${this.script.name} replied ${JSON.stringify(raw)}, not a list of integers`));
+    return false;
   }
 
   fail(error: unknown): void {
@@ -408,8 +412,7 @@ export function redisStore(client: RedisClient): Store {
         (raw) => {
           unanswered--;
           // Every reply names the server's time when the script ran (see Reply).
-          if (isReply(raw)) clock.observe(raw[0] as number);
-          first.settle(raw);
+          if (first.settle(raw)) clock.observe((raw as Reply)[0] as number);
         },
         (error: unknown) => {
           unanswered--;

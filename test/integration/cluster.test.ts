@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import { GlideClusterClient } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
 import { Cluster as ValkeyCluster } from 'iovalkey';
@@ -16,6 +16,7 @@ import {
   type RedisCluster,
 } from '../support/cluster.js';
 import { flushScripts, glideConfig, keysWithTtl, uniquePrefix } from '../support/redis.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 import { enginePolicy } from '../../src/engine/algorithm.js';
 
 const HOUR = 3_600_000;
@@ -48,6 +49,8 @@ describe('Redis Cluster: failover and script cache loss', () => {
     await ioCluster.quit();
     await cluster.stop();
   });
+  // A failover takes seconds, counted in one hour-long window.
+  beforeEach(() => awayFromWindowEnd(HOUR, 30_000));
 
   const clients = () => ({
     ioredis: ioCluster,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
@@ -14,6 +14,7 @@ import {
 import { clientKinds } from '../support/clients.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
 import { uniquePrefix } from '../support/redis.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 
 const HOUR = 3_600_000;
 const LIMIT = 1_000;
@@ -29,6 +30,8 @@ describe('late calls: a call answered by the failure policy counts nothing when 
   let server: RedisServer;
   let proxy: Proxy;
   let admin: Redis;
+  // Each scenario counts in one hour-long window across a fault.
+  beforeEach(() => awayFromWindowEnd(HOUR, 30_000));
   before(async () => {
     server = await startRedisServer(['--enable-debug-command', 'yes']);
     proxy = await startProxy(server.port);

@@ -20,6 +20,7 @@ import { redisStore } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { checksEviction, clientKinds, type Connected } from '../support/clients.js';
 import { keysWithTtl, useRedis } from '../support/redis.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis();
@@ -188,6 +189,7 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
       store: redisStore(clients[0]?.client() as RedisClient),
       policy: fixedWindow({ limit: 5, window: '1m' }),
     });
+    await awayFromWindowEnd(60_000, 10_000);
     await limiter.limit('cli', { cost: 2 });
     const lines: string[] = [];
     const io = { out: (line: string) => lines.push(line), err: (line: string) => lines.push(line), env: {} };

@@ -3,12 +3,15 @@ import { describe, it } from 'node:test';
 import { startMetricsExample } from '../../examples/metrics-prometheus.js';
 import { redisStore } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 
 const harness = useRedis();
 
 describe('examples/metrics-prometheus.ts', () => {
   it('serves exact counters and the latency histogram in the Prometheus text format', async () => {
     const prefix = uniquePrefix();
+    // The example counts in a one-minute window.
+    await awayFromWindowEnd(60_000, 10_000);
     const example = await startMetricsExample({ store: redisStore(harness.redis), port: 0, prefix });
     try {
       const statuses = [];

@@ -1,4 +1,4 @@
-import { SluiceError, StoreError, InvalidOptionError, type SluiceWarningCode } from '../core/errors.js';
+import { SluiceError, StoreError, InvalidOptionError, messageOf, type SluiceWarningCode } from '../core/errors.js';
 import { warn } from '../core/host.js';
 import type { StoreErrorPolicy } from '../limiter/failure.js';
 import { createLimiter } from '../limiter/limiter.js';
@@ -482,7 +482,6 @@ export function createRateLimit<Req, Res = unknown>(
     return key;
   }
 
-  const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error));
   // A refund or cancel after the response rejects only when the store failed: the limiter's failure
   // guard has reported that, and the response is gone, so nothing is left to do with it.
   const reportedByLimiter = (): void => undefined;
@@ -498,9 +497,9 @@ export function createRateLimit<Req, Res = unknown>(
     actual.then(
       (cost) =>
         reservation.settle(cost).catch((error: unknown) => {
-          if (!isStoreFailure(error)) warnOnce('SLUICE_SETTLE_FAILED', ` ${describeError(error)}`);
+          if (!isStoreFailure(error)) warnOnce('SLUICE_SETTLE_FAILED', ` ${messageOf(error)}`);
         }),
-      (error: unknown) => warnOnce('SLUICE_SETTLE_FAILED', ` The settle hook threw: ${describeError(error)}`),
+      (error: unknown) => warnOnce('SLUICE_SETTLE_FAILED', ` The settle hook threw: ${messageOf(error)}`),
     );
   }
 

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { SluiceError } from '../core/errors.js';
+import { SluiceError, messageOf } from '../core/errors.js';
 import { EXIT, RedisRequiredError, UsageError, type CliIo, type Command } from './command.js';
 import { bench } from './commands/bench.js';
 import { demo } from './commands/demo.js';
@@ -33,8 +33,7 @@ function exitCodeOf(error: unknown): number {
 }
 
 function oneLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  const line = message.replace(/\s*\n\s*/g, ' ');
+  const line = messageOf(error).replace(/\s*\n\s*/g, ' ');
   return line.startsWith('sluice') ? line : `sluice: ${line}`;
 }
 

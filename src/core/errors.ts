@@ -162,8 +162,22 @@ export class StorePermissionError extends StoreError {
   }
 }
 
+/**
+ * What a thrown value says: an Error's message, else the value as text. Never throws, though
+ * String() does for a value without a toString (an object of null prototype): the code reporting
+ * a failure must not fail itself, or the call it answers is never answered.
+ */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
+}
+
 /** Any failure of a store call as a StoreError, keeping the original as `cause`. */
 export function toStoreError(error: unknown): StoreError {
   if (error instanceof StoreError) return error;
-  return new StoreError(error instanceof Error ? error.message : String(error), { cause: error });
+  return new StoreError(messageOf(error), { cause: error });
 }

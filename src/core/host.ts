@@ -5,7 +5,7 @@
  * through or to keep running, and its timers are plain numbers.
  */
 
-import type { SluiceWarningCode } from './errors.js';
+import { messageOf, type SluiceWarningCode } from './errors.js';
 
 interface HostProcess {
   emitWarning?(message: string, options: { type?: string; code?: string }): void;
@@ -40,7 +40,7 @@ export function callHook<E>(
     // Called as a method of its owner: a class instance's callback keeps its this.
     hook.call(owner, build());
   } catch (error) {
-    warn(`sluice: ${name} threw: ${error instanceof Error ? error.message : String(error)}`, {
+    warn(`sluice: ${name} threw: ${messageOf(error)}`, {
       code: 'SLUICE_HOOK_FAILED',
     });
   }
@@ -79,6 +79,9 @@ export const afterThisTurn: (callback: () => void) => void =
     : afterThisTick;
 
 type Timer = ReturnType<typeof setTimeout>;
+
+/** The longest delay a timer takes: Node fires a longer one at once, with a TimeoutOverflowWarning. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Whether an armed timer keeps the process running (Node's and Bun's timers); a no-op where a timer is a number. */
 export function holdProcessOpen(timer: Timer | undefined, hold: boolean): void {

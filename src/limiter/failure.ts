@@ -6,7 +6,7 @@ import {
   StoreTimeoutError,
   toStoreError,
 } from '../core/errors.js';
-import { afterThisTurn, callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
+import { MAX_TIMER_MS, afterThisTurn, callHook, holdProcessOpen, timersOutliveRequests, warn } from '../core/host.js';
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
@@ -309,6 +309,9 @@ abstract class Attempt<V, T> implements Pending, Settlers<T> {
       // The instant the guard may first answer by the timeout, as the guard read it: the store may
       // count the call only before it.
       answer = call(this.due - TIMER_SLACK_MS);
+      // A custom store's run() that answers no promise fails the call, as one that throws does.
+      if (typeof answer?.then !== 'function')
+        throw new TypeError(`the store answered ${answer === null ? 'null' : typeof answer}, not a promise`);
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -378,7 +381,8 @@ class Deciding<T> extends Attempt<Reply, T> {
     if (onStoreError === 'allow' || onStoreError === 'deny')
       this.answerWith(withoutStore(this.policies, onStoreError === 'allow', reason, error), undefined);
     else
-      this.askFallback(onStoreError).then(
+      // A fallback that throws, or answers no promise, is one that failed, not a call left unanswered.
+      new Promise<Decision>((decided) => decided(this.askFallback(onStoreError))).then(
         (decision) => this.answerWith({ ...decision, reason, error }, undefined),
         this.reject,
       );
@@ -404,6 +408,12 @@ export function failureGuard(
   read: ReplyReader,
 ): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
+  if (timeoutMs > MAX_TIMER_MS)
+    throw new InvalidOptionError(
+      'timeout',
+      options.timeout,
+      `a duration of at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer waits`,
+    );
   const onStoreError = storeErrorPolicy(options.onStoreError, policies);
   const own = storeWatcher(options, InvalidOptionError);
   const watchers: StoreWatcher[] = [own];

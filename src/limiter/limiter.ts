@@ -2,6 +2,7 @@ import { bindingPolicy, policyDecision } from '../core/binding.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, WrongMethodError } from '../core/errors.js';
 import { callKeys, callSuffixes, clientId, partName, stemmed, validKey, validPrefix } from '../core/keys.js';
+import { MAX_TIMER_MS } from '../core/host.js';
 import type {
   CostByUnit,
   Decision,
@@ -174,7 +175,8 @@ export async function waitThrough(limit: Limiter['limit'], key: string, waitOpti
     signal?.throwIfAborted();
     const decision = await limit(key, limitOptions);
     if (decision.allowed || Date.now() + decision.retryAfterMs > deadline) return decision;
-    await sleep(decision.retryAfterMs, signal);
+    // Past the longest a timer waits, it asks again then: one call in 24.8 days, not one a ms.
+    await sleep(Math.min(decision.retryAfterMs, MAX_TIMER_MS), signal);
   }
 }
 

@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import type { ReportedLimit, UnitName } from './config.js';
+import { messageOf } from '../core/errors.js';
 import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './service.js';
 
 /** The .proto sluice serve speaks; it ships beside this module. */
@@ -95,7 +96,7 @@ export async function startGrpc(
         (response) => callback(null, toWire(response)),
         (error: unknown) => {
           const code = error instanceof BadRequestError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL;
-          callback({ code, details: error instanceof Error ? error.message : String(error) });
+          callback({ code, details: messageOf(error) });
         },
       );
     },

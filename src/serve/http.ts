@@ -2,6 +2,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo } from 'node:net';
 import type { UnitName } from './config.js';
 import type { Entry } from './match.js';
+import { messageOf } from '../core/errors.js';
 import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './service.js';
 
 /** What the HTTP port answers besides POST /json. */
@@ -158,7 +159,7 @@ async function postJson(req: IncomingMessage, res: ServerResponse, routes: HttpR
     );
   } catch (error) {
     if (error instanceof BadRequestError) problem(res, 400, 'Bad Request', error.message);
-    else problem(res, 500, 'Internal Server Error', error instanceof Error ? error.message : String(error));
+    else problem(res, 500, 'Internal Server Error', messageOf(error));
   }
 }
 
@@ -209,8 +210,7 @@ export async function startHttp(
 ): Promise<{ server: Server; port: number }> {
   const server = createHttpServer((req, res) => {
     route(req, res, routes).catch((error: unknown) => {
-      if (!res.headersSent)
-        problem(res, 500, 'Internal Server Error', error instanceof Error ? error.message : String(error));
+      if (!res.headersSent) problem(res, 500, 'Internal Server Error', messageOf(error));
       else res.destroy();
     });
   });

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { fixedWindow } from '../algorithms/fixed-window.js';
 import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
 import { parseDuration, type Duration } from '../core/duration.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError, messageOf } from '../core/errors.js';
 import { validPrefix } from '../core/keys.js';
 import { createLimiter } from '../limiter/limiter.js';
 import { optionsObject } from '../core/validate.js';
@@ -181,9 +181,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
       return true;
     } catch (error) {
-      log(
-        `${error instanceof Error ? error.message : String(error)}; the change is refused and the previous config keeps serving`,
-      );
+      log(`${messageOf(error)}; the change is refused and the previous config keeps serving`);
       return false;
     }
   }

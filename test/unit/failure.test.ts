@@ -208,6 +208,53 @@ describe('failure policy', () => {
     assert.equal(failures.length, 1);
   });
 
+  it('answers a store that answers no promise, or rejects with a value without a toString, as a store error', async () => {
+    const { limiter, control, failures } = limiterWith({ onStoreError: 'deny', timeout: '50ms' });
+    const unhandled = await emittedDuring('unhandledRejection', async () => {
+      control.mode = 'no-promise';
+      const decision = await limiter.limit('k');
+      assert.deepEqual([decision.allowed, decision.reason], [false, 'store-error']);
+      assert.match(decision.error?.message ?? '', /the store answered object, not a promise/);
+      control.mode = 'odd-rejection';
+      const odd = await limiter.limit('k');
+      assert.deepEqual([odd.reason, odd.error?.message], ['store-error', 'sluice: store failed: [object Object]']);
+      // Past the timeout: neither call is reported again as timed out.
+      await sleep(80);
+    });
+    assert.deepEqual(unhandled, []);
+    assert.deepEqual(
+      failures.map((f) => f.reason),
+      ['store-error', 'store-error'],
+    );
+  });
+
+  it('a fallback limiter that throws, or answers no promise, answers the call: with its error, or its decision', async () => {
+    const fallback = createLimiter({ store: memoryStore(), policy });
+    const broken = (limit: () => unknown) =>
+      limiterWith({ onStoreError: { ...fallback, limit } as never, timeout: '20ms' });
+    const unhandled = await emittedDuring('unhandledRejection', async () => {
+      for (const mode of ['fail', 'hang'] as const) {
+        const throwing = broken(() => {
+          throw new Error('fallback broke');
+        });
+        throwing.control.mode = mode;
+        await assert.rejects(throwing.limiter.limit('k'), /fallback broke/, mode);
+        const plain = broken(() => ({
+          allowed: true,
+          limit: 5,
+          remaining: 7,
+          resetAfterMs: 0,
+          retryAfterMs: 0,
+          policies: [],
+        }));
+        plain.control.mode = mode;
+        const decision = await plain.limiter.limit('k');
+        assert.deepEqual([decision.remaining, decision.reason], [7, mode === 'fail' ? 'store-error' : 'timeout']);
+      }
+    });
+    assert.deepEqual(unhandled, []);
+  });
+
   it('calls a watcher as methods of the object given, so a class instance keeps its this', async () => {
     const seen: string[] = [];
     // The callbacks reach `record` through `this`.
@@ -240,17 +287,22 @@ describe('failure policy', () => {
 
   it('a hook that throws changes nothing but a warning', async () => {
     const warnings = await emittedDuring<Error>('warning', async () => {
-      const { store, control } = switchableStore();
-      const onOutage = () => {
-        throw new Error('metrics down');
-      };
-      const limiter = createLimiter({ store, policy, onOutage });
-      control.mode = 'fail';
-      assert.equal((await limiter.limit('k')).reason, 'store-error');
+      for (const thrown of [new Error('metrics down'), Object.create(null) as unknown]) {
+        const { store, control } = switchableStore();
+        const onOutage = () => {
+          throw thrown;
+        };
+        const limiter = createLimiter({ store, policy, onOutage });
+        control.mode = 'fail';
+        assert.equal((await limiter.limit('k')).reason, 'store-error');
+      }
     });
     assert.deepEqual(
       warnings.map((w) => [(w as Error & { code?: string }).code, w.message]),
-      [['SLUICE_HOOK_FAILED', 'sluice: onOutage threw: metrics down']],
+      [
+        ['SLUICE_HOOK_FAILED', 'sluice: onOutage threw: metrics down'],
+        ['SLUICE_HOOK_FAILED', 'sluice: onOutage threw: [object Object]'],
+      ],
     );
   });
 
@@ -303,6 +355,8 @@ describe('failure policy', () => {
     for (const [option, value] of [
       ['timeout', 0],
       ['timeout', '5 minutes'],
+      // Past the longest a timer waits (2^31 - 1 ms), though a duration may be up to 366 days.
+      ['timeout', '25d'],
       ['onStoreError', 'ignore'],
       ['onStoreError', {}],
       ['onOutage', 'log'],
@@ -314,5 +368,6 @@ describe('failure policy', () => {
         `${option}: ${JSON.stringify(value)}`,
       );
     }
+    assert.equal(createLimiter({ store, policy, timeout: '24d' }).prefix, 'sluice');
   });
 });

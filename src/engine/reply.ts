@@ -9,6 +9,9 @@ import type { Reply } from './script.js';
 const HEAD = 3;
 const PER_POLICY = 5;
 
+/** How many numbers a limit's or peek's reply holds for `policies` policies. */
+export const decisionReplyLength = (policies: number): number => HEAD + policies * PER_POLICY;
+
 /** The server's time when it decided, in ms. */
 export const replyNowMs = (reply: Reply): number => reply[0] ?? 0;
 /** limit, peek: whether every policy admits; the other ops: whether the call changed anything. */

@@ -10,6 +10,7 @@ import { MAX_TIMER_MS, afterThisTurn, callHook, holdProcessOpen, timersOutliveRe
 import type { Decision, FailureReason, Limiter, Operation, Policy, StoreWatcher } from '../core/types.js';
 import { policyDecision } from '../core/binding.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
+import { decisionReplyLength } from '../engine/reply.js';
 import type { Reply } from '../engine/script.js';
 import { promiseFor, type Settlers } from '../core/settlers.js';
 
@@ -373,6 +374,10 @@ class Deciding<T> extends Attempt<Reply, T> {
   }
 
   protected succeed(reply: Reply): void {
+    // A custom store's reply too short for the policies would read as a denial without a retryAfterMs.
+    const needed = decisionReplyLength(this.policies.length);
+    if (!(reply.length >= needed))
+      throw new TypeError(`the store's reply holds ${reply.length} numbers, not the ${needed} a decision needs`);
     this.answerWith(this.outages.read(reply, this.policies), reply);
   }
 

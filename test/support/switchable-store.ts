@@ -8,7 +8,7 @@ import { memoryStore, type Store } from '../../src/index.js';
 export function switchableStore() {
   const healthy = memoryStore({ now: () => 1_000_000 });
   const control = {
-    mode: 'up' as 'up' | 'fail' | 'hang' | 'throw' | 'garbage' | 'no-promise' | 'odd-rejection',
+    mode: 'up' as 'up' | 'fail' | 'hang' | 'throw' | 'garbage' | 'no-promise' | 'short-reply' | 'odd-rejection',
     pending: [] as ((error: Error) => void)[],
   };
   const store: Store = {
@@ -17,8 +17,10 @@ export function switchableStore() {
       if (control.mode === 'fail') return Promise.reject(new Error('ECONNREFUSED'));
       // A reply no decision can be read from, as a broken store might give.
       if (control.mode === 'garbage') return Promise.resolve(null as never);
-      // A broken custom store: a reply that is no promise, or a rejection that String() throws on.
+      // A broken custom store: a reply that is no promise, or too short for a decision (the head
+      // alone, no policy's part), or a rejection that String() throws on.
       if (control.mode === 'no-promise') return [] as never;
+      if (control.mode === 'short-reply') return Promise.resolve([1_000_000, 1, 0]);
       if (control.mode === 'odd-rejection') return Promise.reject(Object.create(null) as Error);
       if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
       return healthy.run(script, keys, args);

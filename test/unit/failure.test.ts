@@ -208,13 +208,17 @@ describe('failure policy', () => {
     assert.equal(failures.length, 1);
   });
 
-  it('answers a store that answers no promise, or rejects with a value without a toString, as a store error', async () => {
+  it('answers a store that answers no promise or too short a reply, or rejects with a value without a toString, as a store error', async () => {
     const { limiter, control, failures } = limiterWith({ onStoreError: 'deny', timeout: '50ms' });
     const unhandled = await emittedDuring('unhandledRejection', async () => {
       control.mode = 'no-promise';
       const decision = await limiter.limit('k');
       assert.deepEqual([decision.allowed, decision.reason], [false, 'store-error']);
       assert.match(decision.error?.message ?? '', /the store answered object, not a promise/);
+      control.mode = 'short-reply';
+      const short = await limiter.limit('k');
+      assert.deepEqual([short.allowed, short.reason], [false, 'store-error']);
+      assert.match(short.error?.message ?? '', /the store's reply holds 3 numbers, not the 8 a decision needs/);
       control.mode = 'odd-rejection';
       const odd = await limiter.limit('k');
       assert.deepEqual([odd.reason, odd.error?.message], ['store-error', 'sluice: store failed: [object Object]']);
@@ -224,7 +228,7 @@ describe('failure policy', () => {
     assert.deepEqual(unhandled, []);
     assert.deepEqual(
       failures.map((f) => f.reason),
-      ['store-error', 'store-error'],
+      ['store-error', 'store-error', 'store-error'],
     );
   });
 

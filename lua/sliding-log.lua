@@ -131,6 +131,15 @@ end
 -- one EXISTS of them all: a request then does not GET its own (see the batch). Writing a block key
 -- sets it back to false.
 local unblocked = false
+-- A blocked call's reply, for n policies: denied by every one of them for the block's ms.
+local function blockedReply(out, at, n, blocked)
+  out[at + 1], out[at + 2] = 0, blocked
+  for i = 1, n do
+    local p = at + 2 + (i - 1) * 5
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
+  end
+  return 2 + n * 5
+end
 local function decideCall(block, KEYS, k, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, policies, first = c.op, c.policies, k + c.before
@@ -189,12 +198,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     local blocked = blockedUntil - now
     -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
     if not peek and redis.call('PTTL', block) == -1 then redis.call('PEXPIREAT', block, digits(blockedUntil)) end
-    out[at + 1], out[at + 2] = 0, blocked
-    for i = 1, #policies do
-      local p = at + 2 + (i - 1) * 5
-      out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
-    end
-    return 2 + #policies * 5
+    return blockedReply(out, at, #policies, blocked)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
@@ -239,6 +243,9 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
         redis.call('SET', block, digits(now + c.blockMs), 'PX', digits(c.blockMs))
         unblocked = false
         redis.call('DEL', KEYS[k + 1])
+        -- The denial that starts the block answers as the block does: its retry is the block's end,
+        -- not its policies' (a client back after them would find itself blocked).
+        return blockedReply(out, at, #policies, c.blockMs)
       else
         redis.call('SET', KEYS[k + 1], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
       end

@@ -166,6 +166,15 @@ const DRIVER = `
 -- one EXISTS of them all: a request then does not GET its own (see the batch). Writing a block key
 -- sets it back to false.
 local unblocked = false
+-- A blocked call's reply, for n policies: denied by every one of them for the block's ms.
+local function blockedReply(out, at, n, blocked)
+  out[at + 1], out[at + 2] = 0, blocked
+  for i = 1, n do
+    local p = at + 2 + (i - 1) * 5
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
+  end
+  return 2 + n * 5
+end
 local function decideCall(block, KEYS, k, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, policies, first = c.op, c.policies, k + c.before
@@ -224,12 +233,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     local blocked = blockedUntil - now
     -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
     if not peek and redis.call('PTTL', block) == -1 then redis.call('PEXPIREAT', block, digits(blockedUntil)) end
-    out[at + 1], out[at + 2] = 0, blocked
-    for i = 1, #policies do
-      local p = at + 2 + (i - 1) * 5
-      out[p + 1], out[p + 2], out[p + 3], out[p + 4], out[p + 5] = 0, 0, blocked, blocked, 0
-    end
-    return 2 + #policies * 5
+    return blockedReply(out, at, #policies, blocked)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
@@ -274,6 +278,9 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
         redis.call('SET', block, digits(now + c.blockMs), 'PX', digits(c.blockMs))
         unblocked = false
         redis.call('DEL', KEYS[k + 1])
+        -- The denial that starts the block answers as the block does: its retry is the block's end,
+        -- not its policies' (a client back after them would find itself blocked).
+        return blockedReply(out, at, #policies, c.blockMs)
       else
         redis.call('SET', KEYS[k + 1], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
       end
@@ -399,6 +406,21 @@ function replyBuffer(count: number): number[] {
   return Array.from({ length: 3 + 5 * count }, () => Number.NaN);
 }
 
+/** As the Lua's blockedReply: denied by every policy for the block's ms. */
+function blockedReply(reply: number[], now: number, blocked: number): number[] {
+  reply[0] = now;
+  reply[1] = 0;
+  reply[2] = blocked;
+  for (let at = 3; at < reply.length; at += 5) {
+    reply[at] = 0;
+    reply[at + 1] = 0;
+    reply[at + 2] = blocked;
+    reply[at + 3] = blocked;
+    reply[at + 4] = 0;
+  }
+  return reply;
+}
+
 /** The driver's TypeScript twin: the same steps, over the cells [block, (strikes), ...policies]. */
 function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
   // As in the Lua: a limiter's calls share their args array, which is read once, and each policy's
@@ -462,20 +484,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     const peek = call.op === 'peek';
     const blockedUntil = block.held ? (block.value as number) : 0;
     const { reply } = call;
-    if (blockedUntil > now) {
-      const blocked = blockedUntil - now;
-      reply[0] = now;
-      reply[1] = 0;
-      reply[2] = blocked;
-      for (let at = 3; at < reply.length; at += 5) {
-        reply[at] = 0;
-        reply[at + 1] = 0;
-        reply[at + 2] = blocked;
-        reply[at + 3] = blocked;
-        reply[at + 4] = 0;
-      }
-      return reply;
-    }
+    if (blockedUntil > now) return blockedReply(reply, now, blockedUntil - now);
     if (blockedUntil > 0 && !peek) deleteCell(block);
     let all = true;
     for (let i = 0; i < policies.length; i++) {
@@ -511,6 +520,8 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         if (strikes >= call.strikesToBlock) {
           deleteCell(strikesCell);
           setCell(block, now + call.blockMs, call.blockMs);
+          // As the Lua's: the denial that starts the block answers as the block does.
+          return blockedReply(reply, now, call.blockMs);
         } else setCell(strikesCell, [strikes, now + call.blockMs] as const, call.blockMs + 1);
       }
     }

@@ -17,6 +17,7 @@ import {
 import { algorithms } from '../support/algorithms.js';
 import { assertEveryKeyHasTtl, keysWithTtl, uniquePrefix, useRedis, type StoreCase } from '../support/redis.js';
 import { policyKey } from '../support/keys.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 
 const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
@@ -152,13 +153,21 @@ for (const storeCase of harness.cases) {
         });
       }
 
-      it('blocks a key after N denials in a row', async () => {
+      it('blocks a key after N denials in a row; the Nth says so, with the block as its retryAfterMs', async () => {
         const limiter = limiterOn(storeCase, {
-          policy: fixedWindow({ limit: 1, window: '1h' }),
+          policy: fixedWindow({ limit: 1, window: '1m' }),
           penalty: { after: 3, block: '1h' },
         });
+        await awayFromWindowEnd(60_000, 10_000);
         await limiter.limit('k');
-        for (let i = 0; i < 3; i++) assert.equal((await limiter.limit('k')).blockedForMs, undefined);
+        for (let i = 0; i < 2; i++) assert.equal((await limiter.limit('k')).blockedForMs, undefined);
+        // Its policy alone would admit the key again within a minute: a client told that would come
+        // back to a block.
+        const third = await limiter.limit('k');
+        assert.deepEqual(
+          [third.allowed, third.blockedForMs, third.retryAfterMs, third.policies[0]?.retryAfterMs],
+          [false, HOUR, HOUR, HOUR],
+        );
         const blocked = await limiter.limit('k');
         assert.ok(blocked.blockedForMs && blocked.blockedForMs > HOUR - 5_000);
         await limiter.reset('k');
@@ -179,7 +188,7 @@ for (const storeCase of harness.cases) {
           [
             [true, false],
             [true, false],
-            [false, false],
+            [false, true],
             [false, true],
             [false, true],
           ],

@@ -141,8 +141,9 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
     const limit = p[0] ?? 0;
     const window = p[1] ?? 1;
     const log = cell.value ?? NO_LOG;
-    // The members still in the window are the log's tail, from `start`.
-    const start = firstAfter(log, now - window);
+    // The members still in the window are the log's tail, from `start`; none when the newest is
+    // further ahead than a window, which only a clock stepping back makes (junk to sl_live).
+    const start = (log[log.length - 2] as number) > now + window ? log.length / 2 : firstAfter(log, now - window);
     const count = log.length / 2 - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
     state.start = start;
@@ -173,9 +174,11 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
   refund(now, cell, cost, p) {
     if (!cell.held) return false;
     const log = cell.value as Log;
-    // As in Lua: pruned first, so an entry that has left the window is not given back.
-    const start = 2 * firstAfter(log, now - (p[1] ?? 1));
-    if (start === log.length) {
+    // As in Lua: pruned first, so an entry that has left the window is not given back; a log whose
+    // newest entry is further ahead than a window is junk, deleted.
+    const window = p[1] ?? 1;
+    const start = 2 * firstAfter(log, now - window);
+    if (start === log.length || (log[log.length - 2] as number) > now + window) {
       deleteCell(cell);
       return false;
     }

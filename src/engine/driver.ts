@@ -484,7 +484,9 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     const peek = call.op === 'peek';
     const blockedUntil = block.held ? (block.value as number) : 0;
     const { reply } = call;
-    if (blockedUntil > now) return blockedReply(reply, now, blockedUntil - now);
+    // As the Lua's: a block ending further ahead than any lasts is none.
+    if (blockedUntil > now && blockedUntil <= now + MAX_DURATION_MS)
+      return blockedReply(reply, now, blockedUntil - now);
     if (blockedUntil > 0 && !peek) deleteCell(block);
     let all = true;
     for (let i = 0; i < policies.length; i++) {
@@ -516,7 +518,10 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
       else {
         // As the Lua's: [denials in a row, when they are forgotten].
         const held = strikesCell.value;
-        const strikes = strikesCell.held && held !== undefined && held[1] > now ? held[0] + 1 : 1;
+        // As the Lua's, strikes forgotten further ahead than a block lasts (the clock stepped back)
+        // count again from 1.
+        const live = strikesCell.held && held !== undefined && held[1] > now && held[1] <= now + call.blockMs;
+        const strikes = live ? held[0] + 1 : 1;
         if (strikes >= call.strikesToBlock) {
           deleteCell(strikesCell);
           setCell(block, now + call.blockMs, call.blockMs);

@@ -142,10 +142,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   }
 
   /**
-   * Evicts the first client not used lately, never one that `spared` names; false if there is none
+   * Makes room for one part: drops the expired parts of the first client that has any, or else
+   * evicts the first client not used lately, never one that `spared` names; false if there is none
    * (every client seen twice: once to clear its use, once more to find it still unused).
    */
-  function evictOne(spared: (id: string) => boolean): boolean {
+  function evictOne(spared: (id: string) => boolean, time: number): boolean {
     for (let looked = 0; looked <= 2 * clients.size; looked++) {
       let next = eviction.next();
       if (next.done) {
@@ -154,6 +155,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         if (next.done) return false;
       }
       const client = next.value;
+      // Expired state goes before any live client's, used or not: Redis would hold none of it.
+      const live = held;
+      dropExpired(client, time);
+      if (held < live) return true;
       forget(client);
       if (!client.used && !spared(client.id)) return true;
       // A second chance: to the end of the line, where the cursor meets it again later.
@@ -249,7 +254,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         write(client, id, names[i] as string, value, time + cell.ttlMs, time);
       }
     }
-    if (held > maxKeys) makeRoom(ids);
+    if (held > maxKeys) makeRoom(ids, time);
     return reply;
   }
 
@@ -258,9 +263,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * when one client's parts alone outnumber maxKeys, or that client would never be limited. (Apart
    * from execute: its closures would cost execute a context per call.)
    */
-  function makeRoom(ids: string | readonly string[]): void {
+  function makeRoom(ids: string | readonly string[], time: number): void {
     const ownClient = typeof ids === 'string' ? (id: string) => id === ids : (id: string) => ids.includes(id);
-    while (held > maxKeys && evictOne(ownClient));
+    while (held > maxKeys && evictOne(ownClient, time));
   }
 
   /** Each Redis key's client and part; a key sluice does not write is its own client, of one unnamed part. */

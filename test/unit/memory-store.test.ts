@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createLimiter, fixedWindow, memoryStore } from '../../src/index.js';
+import { createLimiter, fixedWindow, memoryStore, slidingLog } from '../../src/index.js';
 
 describe('memory store clock', () => {
   it('keeps expired state gone when the clock steps back, as Redis does, and keeps state written since', async () => {
@@ -20,5 +20,51 @@ describe('memory store clock', () => {
     assert.equal((await limiter.limit('k')).allowed, false);
     clock.now = 999;
     assert.equal((await limiter.limit('k')).allowed, false);
+  });
+
+  // The Lua reads such state as junk (sl_live; the strikes' end): the twin must decide as it does.
+  it('reads a sliding log whose newest entry is more than a window ahead (the clock stepped back) as empty, as the Lua does', async () => {
+    const clock = { now: 1_000_000 };
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => clock.now }),
+      policy: slidingLog({ limit: 1, window: '1s' }),
+    });
+    assert.equal((await limiter.limit('k')).allowed, true);
+    clock.now -= 500;
+    assert.equal((await limiter.limit('k')).allowed, false, 'within a window ahead: still counted');
+    clock.now -= 1_600;
+    assert.equal(await limiter.refund('k'), false, 'a junk log gives nothing back');
+    assert.deepEqual([(await limiter.limit('k')).allowed, (await limiter.peek('k')).remaining], [true, 0]);
+  });
+
+  it('counts strikes forgotten further ahead than a block lasts (the clock stepped back) again from 1, as the Lua does', async () => {
+    const clock = { now: 1_000_000 };
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => clock.now }),
+      policy: fixedWindow({ limit: 1, window: '1h' }),
+      penalty: { after: 2, block: '1s' },
+    });
+    await limiter.limit('k');
+    assert.equal((await limiter.limit('k')).blockedForMs, undefined); // one strike, forgotten at 1,001,000
+    clock.now -= 5_000;
+    assert.equal((await limiter.limit('k')).blockedForMs, undefined, 'a strike again, the first');
+    assert.equal((await limiter.limit('k')).blockedForMs, 1_000, 'the second blocks');
+  });
+});
+
+describe('memory store eviction', () => {
+  it('makes room from expired state before it evicts a live client, used or not', async () => {
+    const clock = { now: 1_000_000 };
+    const store = memoryStore({ maxKeys: 2, now: () => clock.now });
+    const brief = createLimiter({ store, prefix: 'brief', policy: fixedWindow({ limit: 5, window: 50 }) });
+    const hourly = createLimiter({ store, prefix: 'hourly', policy: fixedWindow({ limit: 1, window: '1h' }) });
+    // a: used twice (spared once by eviction's second chance), its state gone in 50 ms.
+    await brief.limit('a');
+    await brief.limit('a');
+    assert.equal((await hourly.limit('b')).allowed, true);
+    clock.now += 100;
+    // Two live keys, b's and c's: within maxKeys, so b keeps its state.
+    assert.equal((await hourly.limit('c')).allowed, true);
+    assert.equal((await hourly.limit('b')).allowed, false);
   });
 });

@@ -11,7 +11,7 @@ export interface MemoryStoreOptions {
    * used). Default 100,000.
    */
   maxKeys?: number;
-  /** The clock, in ms since the epoch. Default Date.now; tests may pass a fake one. */
+  /** The clock, in ms since the epoch (a fraction is dropped). Default Date.now; tests may pass a fake one. */
   now?: () => number;
 }
 
@@ -211,7 +211,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     script: Script,
     args: readonly Arg[],
   ): Reply {
-    const time = now();
+    // Whole ms, as Redis's TIME is read: a clock of fractional ms (performance.timeOrigin +
+    // performance.now()) would give fractional waits. Anything else is refused before a write.
+    const time = Math.floor(now());
+    if (!Number.isSafeInteger(time))
+      throw new InvalidOptionError('now', time, 'a function returning ms since the epoch');
     // Written only when it changes: each write of a new time costs a write barrier.
     if (time !== lastTime) {
       if (time < lastTime) sweepAll(lastTime);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createLimiter, fixedWindow, memoryStore, slidingLog } from '../../src/index.js';
+import { InvalidOptionError, createLimiter, fixedWindow, memoryStore, slidingLog } from '../../src/index.js';
 
 describe('memory store clock', () => {
   it('keeps expired state gone when the clock steps back, as Redis does, and keeps state written since', async () => {
@@ -49,6 +49,21 @@ describe('memory store clock', () => {
     clock.now -= 5_000;
     assert.equal((await limiter.limit('k')).blockedForMs, undefined, 'a strike again, the first');
     assert.equal((await limiter.limit('k')).blockedForMs, 1_000, 'the second blocks');
+  });
+});
+
+describe('memory store now', () => {
+  it('reads a clock of fractional ms as whole ms, and refuses one that is not a number before writing', async () => {
+    const fractional = createLimiter({
+      store: memoryStore({ now: () => 1_000_000.4 }),
+      policy: fixedWindow({ limit: 1, window: '1s' }),
+    });
+    await fractional.limit('k');
+    assert.equal((await fractional.limit('k')).retryAfterMs, 1_000);
+    const store = memoryStore({ now: () => Number.NaN });
+    const broken = createLimiter({ store, policy: fixedWindow({ limit: 1, window: '1s' }) });
+    await assert.rejects(broken.limit('k'), (e: unknown) => e instanceof InvalidOptionError && e.option === 'now');
+    assert.equal(store.size, 0);
   });
 });
 

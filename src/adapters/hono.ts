@@ -71,7 +71,11 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
     // After the handler, so the fields land on whatever Response it produced.
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value);
     // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
-    if (outcome.responded) c.res = reportingEnd(c.res, outcome.responded);
+    if (!outcome.responded) return;
+    // Hono answers HEAD with the GET route's status and headers and drops its body unread, so the
+    // status is the whole answer: waiting on the body would never report.
+    if (c.req.method === 'HEAD') outcome.responded(c.res.status);
+    else c.res = reportingEnd(c.res, outcome.responded);
   };
 }
 

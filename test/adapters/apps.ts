@@ -325,12 +325,15 @@ export interface Reply {
   readonly body: string;
 }
 
-/** One GET over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
-export function get(url: string, options: { from?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+/** One GET (or `method`) over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
+export function get(
+  url: string,
+  options: { from?: string; headers?: Record<string, string>; method?: string } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       url,
-      { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers },
+      { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers, method: options.method },
       (res) => {
         let body = '';
         res.setEncoding('utf8');

@@ -281,6 +281,17 @@ for (const adapter of adapters) {
       });
     }
 
+    it('skipSuccessfulRequests: gives back a HEAD request answered 200, as it does its GET', async () => {
+      const { limiter } = fakeClock();
+      const { watched, corrections: refunds } = watchCorrections(limiter(2));
+      const app = await serve({ global: { limiter: watched, skipSuccessfulRequests: true } });
+      for (let i = 1; i <= 3; i++) {
+        assert.equal((await get(`${app.url}/`, { method: 'HEAD' })).status, 200);
+        await refunds.reach(i);
+      }
+      assert.deepEqual(await statuses(`${app.url}/fail`, 3), [400, 400, 429]);
+    });
+
     it('skipFailedRequests: gives back a response cut off mid-way, as a failure', async () => {
       const { limiter } = fakeClock();
       const { watched, corrections: refunds } = watchCorrections(limiter(2));

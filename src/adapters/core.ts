@@ -325,14 +325,34 @@ function limiterOf(o: Record<string, unknown>): Limiter {
         "left out when `limiter` is given (its policies decide), or a function of the request choosing this request's policies",
       );
     }
-    return limiter;
+    return countingLimiter(limiter, 'limiter');
   }
-  return createLimiter({
-    policy: o.policy as Policy,
-    store: o.store as Store,
-    prefix: o.prefix as string | undefined,
-    onStoreError: o.onStoreError as StoreErrorPolicy | undefined,
-  });
+  return countingLimiter(
+    createLimiter({
+      policy: o.policy as Policy,
+      store: o.store as Store,
+      prefix: o.prefix as string | undefined,
+      onStoreError: o.onStoreError as StoreErrorPolicy | undefined,
+    }),
+    'policy',
+  );
+}
+
+/**
+ * `limiter`, refused when a policy of its own is a concurrency policy: the middleware counts each
+ * request with limit(), which such a policy refuses on every call (it takes slots with acquire()).
+ */
+function countingLimiter(limiter: Limiter, option: 'limiter' | 'policy'): Limiter {
+  // A custom limiter need not list its policies.
+  const leasing = ((limiter as Partial<Limiter>).policies ?? []).find((policy) => policy.algorithm === 'concurrency');
+  if (leasing !== undefined) {
+    throw new InvalidOptionError(
+      option,
+      leasing.name,
+      'without a concurrency policy: the middleware counts each request with limit(), and a concurrency policy takes slots with acquire() and frees them with release() (take one in your handler instead)',
+    );
+  }
+  return limiter;
 }
 
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */

@@ -53,6 +53,16 @@ describe('middleware options', () => {
       ],
       ['policy', { policy: concurrency({ limit: 2, leaseMs: '30s' }), store: memoryStore() }],
       [
+        'headers',
+        {
+          limiter: createLimiter({
+            store: memoryStore(),
+            policy: fixedWindow({ limit: 100, window: '1m', counts: 'llm:tokens' }),
+          }),
+          headers: 'openai',
+        },
+      ],
+      [
         'policy',
         {
           policy: [fixedWindow({ limit: 1, window: '1s' }), concurrency({ limit: 2, leaseMs: '30s' })],

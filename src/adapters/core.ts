@@ -399,9 +399,10 @@ export function clientAddressOf<Req>(
 // error handling; anything else thrown while deciding is the store failing.
 const isStoreFailure = (error: unknown): boolean => error instanceof StoreError || !(error instanceof SluiceError);
 
+/** A denial's body as sent: nothing (which JSON cannot spell) is an empty text body, as a string is. */
 function bodyOf(value: unknown): { contentType: string; body: string } {
-  return typeof value === 'string'
-    ? { contentType: 'text/plain; charset=utf-8', body: value }
+  return typeof value === 'string' || value === undefined
+    ? { contentType: 'text/plain; charset=utf-8', body: value ?? '' }
     : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
 }
 
@@ -429,8 +430,7 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
     );
   const own = Object.entries(response.headers ?? {});
   const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
-  const content =
-    response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
+  const content = bodyOf(response.body);
   return {
     status: response.status ?? status,
     headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },

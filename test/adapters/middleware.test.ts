@@ -722,6 +722,16 @@ for (const adapter of adapters) {
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
     });
 
+    it('answers a denial whose body() returns nothing with an empty text body', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), body: () => undefined } });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.equal(denied.status, 429);
+      assert.equal(denied.headers['content-type'], 'text/plain; charset=utf-8');
+      assert.equal(denied.body, '');
+    });
+
     it("decides each request under the policies policy(req) returns, sharing the key's state", async () => {
       const { limiter } = fakeClock();
       const free = limiter(1, 'free');

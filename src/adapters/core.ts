@@ -325,14 +325,49 @@ function limiterOf(o: Record<string, unknown>): Limiter {
         "left out when `limiter` is given (its policies decide), or a function of the request choosing this request's policies",
       );
     }
-    return limiter;
+    return countingLimiter(limiter, 'limiter');
   }
-  return createLimiter({
-    policy: o.policy as Policy,
-    store: o.store as Store,
-    prefix: o.prefix as string | undefined,
-    onStoreError: o.onStoreError as StoreErrorPolicy | undefined,
-  });
+  return countingLimiter(
+    createLimiter({
+      policy: o.policy as Policy,
+      store: o.store as Store,
+      prefix: o.prefix as string | undefined,
+      onStoreError: o.onStoreError as StoreErrorPolicy | undefined,
+    }),
+    'policy',
+  );
+}
+
+/** An HTTP field name's characters (RFC 9110's token): Node refuses a header named with any other. */
+const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Refuses `limiter` when one of its policies counts a unit that cannot end an `x-ratelimit-*-<unit>` field's name. */
+function namedInHeaders(limiter: Limiter): void {
+  const unnamable = ((limiter as Partial<Limiter>).policies ?? []).find((policy) => !FIELD_NAME.test(policy.counts));
+  if (unnamable !== undefined) {
+    throw new InvalidOptionError(
+      'headers',
+      'openai',
+      `another mode, or policies counting units an HTTP field name can hold ('openai' names fields x-ratelimit-limit-<unit>; policy "${unnamable.name}" counts ${JSON.stringify(unnamable.counts)}: letters, digits and !#$%&'*+-.^_\`|~ only)`,
+    );
+  }
+}
+
+/**
+ * `limiter`, refused when a policy of its own is a concurrency policy: the middleware counts each
+ * request with limit(), which such a policy refuses on every call (it takes slots with acquire()).
+ */
+function countingLimiter(limiter: Limiter, option: 'limiter' | 'policy'): Limiter {
+  // A custom limiter need not list its policies.
+  const leasing = ((limiter as Partial<Limiter>).policies ?? []).find((policy) => policy.algorithm === 'concurrency');
+  if (leasing !== undefined) {
+    throw new InvalidOptionError(
+      option,
+      leasing.name,
+      'without a concurrency policy: the middleware counts each request with limit(), and a concurrency policy takes slots with acquire() and frees them with release() (take one in your handler instead)',
+    );
+  }
+  return limiter;
 }
 
 /** A request's client as a rate-limit key (an IPv4 address, an IPv6 prefix, or UNKNOWN_CLIENT), and what was amiss in finding it. */
@@ -364,9 +399,10 @@ export function clientAddressOf<Req>(
 // error handling; anything else thrown while deciding is the store failing.
 const isStoreFailure = (error: unknown): boolean => error instanceof StoreError || !(error instanceof SluiceError);
 
+/** A denial's body as sent: nothing (which JSON cannot spell) is an empty text body, as a string is. */
 function bodyOf(value: unknown): { contentType: string; body: string } {
-  return typeof value === 'string'
-    ? { contentType: 'text/plain; charset=utf-8', body: value }
+  return typeof value === 'string' || value === undefined
+    ? { contentType: 'text/plain; charset=utf-8', body: value ?? '' }
     : { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
 }
 
@@ -394,8 +430,7 @@ function denialResponse(response: DenialResponse, status: number, headers: Heade
     );
   const own = Object.entries(response.headers ?? {});
   const contentType = own.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
-  const content =
-    response.body === undefined ? { contentType: 'text/plain; charset=utf-8', body: '' } : bodyOf(response.body);
+  const content = bodyOf(response.body);
   return {
     status: response.status ?? status,
     headers: { ...headers, ...Object.fromEntries(own.filter(([name]) => name.toLowerCase() !== 'content-type')) },
@@ -440,6 +475,7 @@ export function createRateLimit<Req, Res = unknown>(
   if (o.body !== undefined && o.respond !== undefined)
     throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
+  if (mode === 'openai') namedInHeaders(limiter);
   const status = o.status ?? 429;
   if (!isStatus(status)) {
     throw new InvalidOptionError(

@@ -71,20 +71,26 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
     // After the handler, so the fields land on whatever Response it produced.
     for (const [name, value] of Object.entries(outcome.headers)) c.header(name, value);
     // Hono has handled the handler's error by now: c.res is what is sent, a 500 for a throw.
-    if (outcome.responded) c.res = reportingEnd(c.res, outcome.responded);
+    if (outcome.responded) c.res = reportingEnd(c, outcome.responded);
   };
 }
 
 /**
- * `response`, telling `responded` how it ends: its status once the runtime has read all of its
- * body, or undefined when the body is cancelled first. Runtimes (Node's adapter, Bun, Deno,
- * workerd) cancel a response's body when the client goes away, the one Web-standard sign of a
- * response cut off mid-way.
+ * `c.res`, telling `responded` how it ends: its status once the runtime has read all of its
+ * body, or undefined when the body is cancelled first or the request's signal has aborted. Runtimes
+ * (Node's adapter, Bun, Deno, workerd) cancel a response's body when the client goes away mid-way,
+ * and abort the request's signal when it went away before (while the request was decided), yet
+ * may still read a short body whole.
  */
-function reportingEnd(response: Response, responded: Responded): Response {
+function reportingEnd(c: Context, responded: Responded): Response {
+  const response = c.res;
+  const { signal } = c.req.raw;
+  const ended = () => responded(signal.aborted ? undefined : response.status);
   const source = response.body;
-  if (source === null) {
-    responded(response.status);
+  // Hono answers HEAD with the GET route's status and headers and drops its body unread, so the
+  // status is the whole answer: waiting on the body would never report.
+  if (source === null || c.req.method === 'HEAD') {
+    ended();
     return response;
   }
   const reader = source.getReader();
@@ -96,7 +102,7 @@ function reportingEnd(response: Response, responded: Responded): Response {
       });
       if (!chunk.done) return controller.enqueue(chunk.value as Uint8Array);
       controller.close();
-      responded(response.status);
+      ended();
     },
     cancel(reason) {
       responded(undefined);

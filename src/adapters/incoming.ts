@@ -65,7 +65,11 @@ export function incomingFacts<Request = IncomingMessage>(
 
 /** Tells `responded` how this response ends: its status once sent, or undefined when cut off first. */
 export function onResponseEnd(res: ServerResponse, responded: Responded | undefined): void {
-  if (responded) res.once('close', () => responded(res.writableFinished ? res.statusCode : undefined));
+  if (!responded) return;
+  const report = () => responded(res.writableFinished ? res.statusCode : undefined);
+  // A client that left while the request was decided (an async key, a slow store) has closed it already.
+  if (res.closed || res.destroyed) report();
+  else res.once('close', report);
 }
 
 /** Sets each of `headers` on `res` (a loop over their names: Object.entries would make an array for each field). */

@@ -156,18 +156,19 @@ export function parseAddress(raw: string): string | undefined {
 }
 
 /**
- * `text` split at each `separator` outside RFC 9110 quoted strings (where `\"` is a quote). Read
- * from the right: what the trusted proxies appended is split right even when a client began the
- * header with a quote it never closed, which read from the left would swallow their hops.
+ * `text` split at each `separator` outside RFC 9110 quoted strings (where `\"` is a quote): its
+ * rightmost `limit` parts, leftmost first. Read from the right: what the trusted proxies appended is
+ * split right even when a client began the header with a quote it never closed, which read from
+ * the left would swallow their hops; and what a client padded the left with is never read.
  */
-function splitUnquoted(text: string, separator: ',' | ';'): string[] {
+function splitUnquoted(text: string, separator: ',' | ';', limit = Infinity): string[] {
   const parts: string[] = [];
   let end = text.length;
   let quoted = false;
-  for (let i = text.length - 1; i >= 0; i--) {
+  for (let i = text.length - 1; i >= 0 && parts.length < limit; i--) {
     const char = text[i];
     if (char === separator && !quoted) {
-      parts.unshift(text.slice(i + 1, end));
+      parts.push(text.slice(i + 1, end));
       end = i;
     } else if (char === '"') {
       let backslashes = 0;
@@ -175,8 +176,8 @@ function splitUnquoted(text: string, separator: ',' | ';'): string[] {
       if (!quoted || backslashes % 2 === 0) quoted = !quoted;
     }
   }
-  parts.unshift(text.slice(0, end));
-  return parts;
+  if (parts.length < limit) parts.push(text.slice(0, end));
+  return parts.reverse();
 }
 
 /** A Forwarded parameter's value: a token, or a quoted string unquoted. */
@@ -185,11 +186,11 @@ function unquoted(value: string): string {
   return quoted?.[1] === undefined ? value : quoted[1].replace(/\\(.)/gs, '$1');
 }
 
-/** The addresses a header lists, leftmost (farthest from this server) first. */
-function headerHops(header: ProxyHeader, value: string): string[] {
+/** The addresses a header lists, leftmost (farthest from this server) first: the rightmost `limit` of them. */
+function headerHops(header: ProxyHeader, value: string, limit: number): string[] {
   if (header === 'x-forwarded-for') return value.split(',').map((element) => element.trim());
   // RFC 7239: `for=192.0.2.60;proto=http, for="[2001:db8::1]:4711"`; an element without `for` names no hop.
-  return splitUnquoted(value, ',').map((element) => {
+  return splitUnquoted(value, ',', limit).map((element) => {
     const pair = splitUnquoted(element, ';').find((part) => /^\s*for\s*=/i.test(part));
     return pair === undefined ? '' : unquoted(pair.slice(pair.indexOf('=') + 1).trim());
   });
@@ -244,7 +245,8 @@ export function findClientAddress(
     if (hop !== undefined) return { address: parseAddress(hop) };
   }
   const chain = [
-    ...(headerValue === undefined ? [] : headerHops(config.proxyHeader, headerValue)),
+    // Only the trusted hops are ever read: the one wanted is the leftmost of them.
+    ...(headerValue === undefined ? [] : headerHops(config.proxyHeader, headerValue, config.trustedProxies)),
     socketAddress ?? '',
   ];
   const index = chain.length - 1 - config.trustedProxies;

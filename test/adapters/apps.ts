@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { getRequestListener } from '@hono/node-server';
+import { getRequestListener, type HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import Router from '@koa/router';
 import { Controller, Get, HttpCode, Module, Req, Res, type ModuleMetadata, type Type } from '@nestjs/common';
@@ -68,6 +68,8 @@ export interface Adapter {
   readonly proxySetting: boolean;
   /** A request header, from what its callbacks receive. */
   header(req: unknown, name: string): string | undefined;
+  /** The node:http request under what its callbacks receive. */
+  incoming(req: unknown): IncomingMessage;
 }
 
 const PARTIAL = 'partial';
@@ -112,6 +114,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
     name,
     clientAddress: (req, options) => expressClientAddress(req as Request, options),
     header: (req, name) => (req as Request).get(name),
+    incoming: (req) => req as Request,
     proxySetting: true,
     serve(spec) {
       const app = express();
@@ -134,6 +137,7 @@ const nodeAdapter: Adapter = {
   name: 'node:http',
   clientAddress: (req, options) => nodeClientAddress(req as IncomingMessage, options),
   header: (req, name) => (req as IncomingMessage).headers[name] as string | undefined,
+  incoming: (req) => req as IncomingMessage,
   proxySetting: false,
   serve(spec) {
     const global = nodeRateLimit(
@@ -159,6 +163,7 @@ const fastifyAdapter: Adapter = {
   name: 'fastify',
   clientAddress: (req, options) => fastifyClientAddress(req as FastifyRequest, options),
   header: (req, name) => (req as FastifyRequest).headers[name] as string | undefined,
+  incoming: (req) => (req as FastifyRequest).raw,
   proxySetting: true,
   async serve(spec) {
     // Fastify 5.12 ignores a hop count (it cannot tell the peer is a proxy): trust the loopback proxy by address.
@@ -182,6 +187,7 @@ const honoAdapter: Adapter = {
   name: 'hono',
   clientAddress: (c, options) => honoClientAddress(c as Context, { getConnInfo, ...options }),
   header: (c, name) => (c as Context).req.header(name),
+  incoming: (c) => (c as Context<{ Bindings: HttpBindings }>).env.incoming,
   proxySetting: false,
   serve(spec) {
     const app = new Hono();
@@ -207,6 +213,7 @@ const koaAdapter: Adapter = {
   name: 'koa',
   clientAddress: (ctx, options) => koaClientAddress(ctx as Koa.Context, options),
   header: (ctx, name) => (ctx as Koa.Context).get(name) || undefined,
+  incoming: (ctx) => (ctx as Koa.Context).req,
   proxySetting: true,
   serve(spec) {
     const app = new Koa();
@@ -261,6 +268,7 @@ const nestAdapter: Adapter = {
   name: 'nestjs',
   clientAddress: (req, options) => nestClientAddress(req as Request, options),
   header: (req, name) => (req as Request).get(name),
+  incoming: (req) => req as Request,
   proxySetting: true,
   async serve(spec) {
     // A class per app: the decorators' metadata is the class's.
@@ -325,12 +333,15 @@ export interface Reply {
   readonly body: string;
 }
 
-/** One GET over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
-export function get(url: string, options: { from?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+/** One GET (or `method`) over a new connection, from a chosen loopback address (127.0.0.0/8 is all loopback). */
+export function get(
+  url: string,
+  options: { from?: string; headers?: Record<string, string>; method?: string } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       url,
-      { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers },
+      { agent: false, localAddress: options.from ?? '127.0.0.1', headers: options.headers, method: options.method },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -356,4 +367,15 @@ export function cut(url: string): Promise<number> {
     req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? undefined : reject(error)));
     req.end();
   });
+}
+
+/**
+ * A GET whose client leaves once `entered` resolves (the server has begun deciding it), with
+ * X-Leave set so the app's key hook can tell it from others. Resolves once the request is gone.
+ */
+export function leave(url: string, entered: Promise<void>): Promise<void> {
+  const req = request(url, { agent: false, headers: { 'x-leave': '1' } });
+  req.on('error', () => undefined);
+  req.end();
+  return entered.then(() => void req.destroy());
 }

@@ -18,7 +18,7 @@ import {
   type Limiter,
 } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
-import { adapters, cut, get, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
+import { adapters, cut, get, leave, type AppSpec, type InfoBody, type RunningApp } from './apps.js';
 
 // A window edge: the fake clock starts 10 s into a minute, so a 1-minute window resets in 50 s.
 const MINUTE_EDGE = 1_800_000_000_000;
@@ -281,12 +281,44 @@ for (const adapter of adapters) {
       });
     }
 
+    it('skipSuccessfulRequests: gives back a HEAD request answered 200, as it does its GET', async () => {
+      const { limiter } = fakeClock();
+      const { watched, corrections: refunds } = watchCorrections(limiter(2));
+      const app = await serve({ global: { limiter: watched, skipSuccessfulRequests: true } });
+      for (let i = 1; i <= 3; i++) {
+        assert.equal((await get(`${app.url}/`, { method: 'HEAD' })).status, 200);
+        await refunds.reach(i);
+      }
+      assert.deepEqual(await statuses(`${app.url}/fail`, 3), [400, 400, 429]);
+    });
+
     it('skipFailedRequests: gives back a response cut off mid-way, as a failure', async () => {
       const { limiter } = fakeClock();
       const { watched, corrections: refunds } = watchCorrections(limiter(2));
       const app = await serve({ global: { limiter: watched, skipFailedRequests: true } });
       for (let i = 1; i <= 3; i++) {
         assert.equal(await cut(`${app.url}/cut`), 200);
+        await refunds.reach(i);
+      }
+      assert.deepEqual(await statuses(`${app.url}/`, 3), [200, 200, 429]);
+    });
+
+    it('skipFailedRequests: gives back a request whose client left while it was being decided, as a failure', async () => {
+      const { limiter } = fakeClock();
+      const { watched, corrections: refunds } = watchCorrections(limiter(2));
+      let entered = () => undefined as void;
+      // Holds a request from X-Leave's client until that client has gone.
+      const key = async (req: unknown) => {
+        if (adapter.header(req, 'x-leave') === undefined) return 'client';
+        const { socket } = adapter.incoming(req);
+        const gone = new Promise((resolve) => socket.once('close', resolve));
+        entered();
+        await gone;
+        return 'client';
+      };
+      const app = await serve({ global: { limiter: watched, skipFailedRequests: true, key } });
+      for (let i = 1; i <= 3; i++) {
+        await leave(`${app.url}/`, new Promise((resolve) => (entered = resolve)));
         await refunds.reach(i);
       }
       assert.deepEqual(await statuses(`${app.url}/`, 3), [200, 200, 429]);
@@ -688,6 +720,16 @@ for (const adapter of adapters) {
       assert.equal(denied.headers['content-type'], 'application/json; charset=utf-8');
       assert.deepEqual(JSON.parse(denied.body), { error: 'busy', retryInMs: 50_000 });
       assert.deepEqual(denials, ['limited 503 127.0.0.4 shed']);
+    });
+
+    it('answers a denial whose body() returns nothing with an empty text body', async () => {
+      const { limiter } = fakeClock();
+      const app = await serve({ global: { limiter: limiter(1), body: () => undefined } });
+      await get(`${app.url}/`);
+      const denied = await get(`${app.url}/`);
+      assert.equal(denied.status, 429);
+      assert.equal(denied.headers['content-type'], 'text/plain; charset=utf-8');
+      assert.equal(denied.body, '');
     });
 
     it("decides each request under the policies policy(req) returns, sharing the key's state", async () => {

@@ -111,6 +111,26 @@ describe('findClientAddress', () => {
     assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', forwarded), { address: '198.51.100.1' });
   });
 
+  it('reads a Forwarded header from the right only as far as the trusted hops, however long a client padded it', () => {
+    const tail = 'for=198.51.100.1;ext="a\\"b,c", For="[2001:db8::9]:80";by="x,y"';
+    const padded = `${'for=203.0.113.66;x=","'.repeat(8_192)}${','.repeat(65_536)}${tail}`;
+    // Counts the characters the parser reads: linear work in the hops, not in the header's length.
+    let reads = 0;
+    const watched = new Proxy(new String(padded), {
+      get(target, name) {
+        if (typeof name === 'string' && /^\d+$/.test(name)) reads++;
+        const value: unknown = Reflect.get(target, name);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as unknown as string;
+    assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', watched), {
+      address: '198.51.100.1',
+    });
+    assert.ok(reads <= 2 * tail.length, `${reads} characters read of ${padded.length}`);
+    assert.deepEqual(findClientAddress(trusting(2, 'forwarded'), '10.0.0.2', padded), { address: '198.51.100.1' });
+    assert.deepEqual(findClientAddress(trusting(3, 'forwarded'), '10.0.0.2', padded), { address: undefined });
+  });
+
   it('knows no address when the trusted hop wrote none', () => {
     assert.deepEqual(findClientAddress(trusting(1), '10.0.0.2', '198.51.100.1, unknown'), { address: undefined });
   });

@@ -4,7 +4,14 @@ import Fastify from 'fastify';
 import { createRateLimit, type RateLimitOptions } from '../../src/adapters/core.js';
 import { rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
-import { createLimiter, fixedWindow, InvalidOptionError, memoryStore, type Decision } from '../../src/index.js';
+import {
+  concurrency,
+  createLimiter,
+  fixedWindow,
+  InvalidOptionError,
+  memoryStore,
+  type Decision,
+} from '../../src/index.js';
 
 const limiter = createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1m' }) });
 const isOption = (option: string) => (error: unknown) => error instanceof InvalidOptionError && error.option === option;
@@ -40,6 +47,28 @@ describe('middleware options', () => {
       ['store', { limiter, store: memoryStore() }],
       ['skipFailedRequests', { limiter, skipFailedRequests: 'yes' }],
       ['limiter', { limiter: { limit: (key: string) => limiter.limit(key) }, skipSuccessfulRequests: true }],
+      [
+        'limiter',
+        { limiter: createLimiter({ store: memoryStore(), policy: concurrency({ limit: 2, leaseMs: '30s' }) }) },
+      ],
+      ['policy', { policy: concurrency({ limit: 2, leaseMs: '30s' }), store: memoryStore() }],
+      [
+        'headers',
+        {
+          limiter: createLimiter({
+            store: memoryStore(),
+            policy: fixedWindow({ limit: 100, window: '1m', counts: 'llm:tokens' }),
+          }),
+          headers: 'openai',
+        },
+      ],
+      [
+        'policy',
+        {
+          policy: [fixedWindow({ limit: 1, window: '1s' }), concurrency({ limit: 2, leaseMs: '30s' })],
+          store: memoryStore(),
+        },
+      ],
     ];
     for (const [option, options] of bad)
       assert.throws(() => createRateLimit(options as RateLimitOptions<unknown>), isOption(option), option);

@@ -20,7 +20,14 @@ import {
   type ClientAddressConfig,
   type ClientAddressOptions,
 } from '../http/client-address.js';
-import { rateLimitHeaders, validHeaderMode, violated, type HeaderFields, type HeaderMode } from '../http/headers.js';
+import {
+  checkOpenAiUnits,
+  rateLimitHeaders,
+  validHeaderMode,
+  violated,
+  type HeaderFields,
+  type HeaderMode,
+} from '../http/headers.js';
 import { PROBLEM_CONTENT_TYPE, rateLimitProblem, storeUnavailableProblem } from '../http/problem.js';
 import type { Store } from '../engine/store.js';
 
@@ -338,28 +345,15 @@ function limiterOf(o: Record<string, unknown>): Limiter {
   );
 }
 
-/** An HTTP field name's characters (RFC 9110's token): Node refuses a header named with any other. */
-const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
-/** Refuses `limiter` when one of its policies counts a unit that cannot end an `x-ratelimit-*-<unit>` field's name. */
-function namedInHeaders(limiter: Limiter): void {
-  const unnamable = ((limiter as Partial<Limiter>).policies ?? []).find((policy) => !FIELD_NAME.test(policy.counts));
-  if (unnamable !== undefined) {
-    throw new InvalidOptionError(
-      'headers',
-      'openai',
-      `another mode, or policies counting units an HTTP field name can hold ('openai' names fields x-ratelimit-limit-<unit>; policy "${unnamable.name}" counts ${JSON.stringify(unnamable.counts)}: letters, digits and !#$%&'*+-.^_\`|~ only)`,
-    );
-  }
-}
+/** A limiter's own policies; none for a custom limiter, which need not list them. */
+const policiesOf = (limiter: Limiter): readonly Policy[] => (limiter as Partial<Limiter>).policies ?? [];
 
 /**
  * `limiter`, refused when a policy of its own is a concurrency policy: the middleware counts each
  * request with limit(), which such a policy refuses on every call (it takes slots with acquire()).
  */
 function countingLimiter(limiter: Limiter, option: 'limiter' | 'policy'): Limiter {
-  // A custom limiter need not list its policies.
-  const leasing = ((limiter as Partial<Limiter>).policies ?? []).find((policy) => policy.algorithm === 'concurrency');
+  const leasing = policiesOf(limiter).find((policy) => policy.algorithm === 'concurrency');
   if (leasing !== undefined) {
     throw new InvalidOptionError(
       option,
@@ -475,7 +469,7 @@ export function createRateLimit<Req, Res = unknown>(
   if (o.body !== undefined && o.respond !== undefined)
     throw new InvalidOptionError('body', o.body, 'left out when `respond` is given (it answers the whole denial)');
   const mode = validHeaderMode(o.headers);
-  if (mode === 'openai') namedInHeaders(limiter);
+  if (mode === 'openai') checkOpenAiUnits(policiesOf(limiter));
   const status = o.status ?? 429;
   if (!isStatus(status)) {
     throw new InvalidOptionError(

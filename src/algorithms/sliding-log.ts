@@ -118,6 +118,12 @@ interface SlidingLogState extends Decided {
   newestId: number;
 }
 
+/**
+ * Whether the log's newest member lies further ahead than a window, which only a clock stepping
+ * back makes: junk to sl_live, read as empty and deleted.
+ */
+const aheadOfTime = (log: Log, now: number, window: number): boolean => (log[log.length - 2] as number) > now + window;
+
 // A missing key's log, only ever read: admit starts a new one.
 const NO_LOG: Log = [];
 
@@ -141,9 +147,8 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
     const limit = p[0] ?? 0;
     const window = p[1] ?? 1;
     const log = cell.value ?? NO_LOG;
-    // The members still in the window are the log's tail, from `start`; none when the newest is
-    // further ahead than a window, which only a clock stepping back makes (junk to sl_live).
-    const start = (log[log.length - 2] as number) > now + window ? log.length / 2 : firstAfter(log, now - window);
+    // The members still in the window are the log's tail, from `start`; none in a junk log.
+    const start = aheadOfTime(log, now, window) ? log.length / 2 : firstAfter(log, now - window);
     const count = log.length / 2 - start;
     // As in Lua: after pruning, the newest member is the newest of the window.
     state.start = start;
@@ -174,11 +179,11 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
   refund(now, cell, cost, p) {
     if (!cell.held) return false;
     const log = cell.value as Log;
-    // As in Lua: pruned first, so an entry that has left the window is not given back; a log whose
-    // newest entry is further ahead than a window is junk, deleted.
+    // As in Lua: pruned first, so an entry that has left the window is not given back; a junk log
+    // is deleted.
     const window = p[1] ?? 1;
     const start = 2 * firstAfter(log, now - window);
-    if (start === log.length || (log[log.length - 2] as number) > now + window) {
+    if (start === log.length || aheadOfTime(log, now, window)) {
       deleteCell(cell);
       return false;
     }

@@ -165,6 +165,21 @@ export function goDuration(ms: number): string {
   return minutes > 0 ? `${minutes}m${secondsPart}` : secondsPart;
 }
 
+/** An HTTP field name's characters (RFC 9110's token): Node refuses a header named with any other. */
+const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Refuses the 'openai' mode for policies counting a unit that cannot end an `x-ratelimit-*-<unit>` field's name. */
+export function checkOpenAiUnits(policies: readonly Pick<PolicyDecision, 'name' | 'counts'>[]): void {
+  const unnamable = policies.find((policy) => !FIELD_NAME.test(policy.counts));
+  if (unnamable !== undefined) {
+    throw new InvalidOptionError(
+      'headers',
+      'openai',
+      `another mode, or policies counting units an HTTP field name can hold ('openai' names fields x-ratelimit-limit-<unit>; policy "${unnamable.name}" counts ${JSON.stringify(unnamable.counts)}: letters, digits and !#$%&'*+-.^_\`|~ only)`,
+    );
+  }
+}
+
 /** OpenAI's fields: per unit, the numbers of that unit's binding policy. */
 export function openAiHeaders(entries: readonly PolicyDecision[]): HeaderFields {
   const headers: Record<string, string> = {};

@@ -213,9 +213,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   ): Reply {
     // Whole ms, as Redis's TIME is read: a clock of fractional ms (performance.timeOrigin +
     // performance.now()) would give fractional waits. Anything else is refused before a write.
-    const time = Math.floor(now());
-    if (!Number.isSafeInteger(time))
-      throw new InvalidOptionError('now', time, 'a function returning ms since the epoch');
+    const read = now();
+    const time = Math.floor(read);
+    if (typeof read !== 'number' || !Number.isSafeInteger(time))
+      throw new InvalidOptionError('now', read, 'a function returning ms since the epoch');
     // Written only when it changes: each write of a new time costs a write barrier.
     if (time !== lastTime) {
       if (time < lastTime) sweepAll(lastTime);

@@ -1,9 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
-import type { ReportedLimit, UnitName } from './config.js';
+import type { ReportedLimit, UnitName } from './limits.js';
+import type { JsonObject, JsonValue } from './metadata.js';
 import { messageOf } from '../core/errors.js';
-import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './service.js';
+import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './messages.js';
 
 /** The .proto sluice serve speaks; it ships beside this module. */
 const PROTO_PATH = fileURLToPath(new URL('./proto/ratelimit.proto', import.meta.url));
@@ -64,8 +65,23 @@ interface WireStatus {
   durationUntilReset?: { seconds: number; nanos: number };
 }
 
+/** A google.protobuf.Value as protobufjs takes it. */
+function valueToWire(value: JsonValue): Record<string, unknown> {
+  if (value === null) return { nullValue: 'NULL_VALUE' };
+  if (typeof value === 'boolean') return { boolValue: value };
+  if (typeof value === 'number') return { numberValue: value };
+  if (typeof value === 'string') return { stringValue: value };
+  if (Array.isArray(value)) return { listValue: { values: value.map(valueToWire) } };
+  return { structValue: structToWire(value as JsonObject) };
+}
+
+function structToWire(object: JsonObject): { fields: Record<string, unknown> } {
+  return { fields: Object.fromEntries(Object.entries(object).map(([key, value]) => [key, valueToWire(value)])) };
+}
+
 function toWire(response: RateLimitResponse) {
   return {
+    ...(response.dynamicMetadata && { dynamicMetadata: structToWire(response.dynamicMetadata) }),
     overallCode: response.overallCode,
     statuses: response.statuses.map((s) => {
       const status: WireStatus = { code: s.code, limitRemaining: s.limitRemaining };

@@ -1,9 +1,9 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { UnitName } from './config.js';
+import { UNIT_NUMBERS, type UnitName } from './limits.js';
 import type { Entry } from './match.js';
 import { messageOf } from '../core/errors.js';
-import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './service.js';
+import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type RequestDescriptor } from './messages.js';
 
 /** What the HTTP port answers besides POST /json. */
 export interface HttpRoutes {
@@ -16,7 +16,6 @@ export interface HttpRoutes {
 
 // A ShouldRateLimit request is a few hundred bytes; anything near this is not one.
 const MOST_BODY_BYTES = 1 << 20;
-const UNITS: readonly UnitName[] = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY'];
 
 type Json = Record<string, unknown>;
 
@@ -57,9 +56,10 @@ function integer(field: string, value: unknown): number {
 
 /** proto3 JSON enums: the name, or the number. */
 function unit(field: string, value: unknown): UnitName {
-  const name = typeof value === 'number' ? UNITS[value] : value === undefined || value === null ? 'UNKNOWN' : value;
-  if (typeof name !== 'string' || !UNITS.includes(name as UnitName))
-    throw new BadRequestError(field, `must be one of ${UNITS.join(', ')}`);
+  const name =
+    typeof value === 'number' ? UNIT_NUMBERS[value] : value === undefined || value === null ? 'UNKNOWN' : value;
+  if (typeof name !== 'string' || !UNIT_NUMBERS.includes(name as UnitName))
+    throw new BadRequestError(field, `must be one of ${UNIT_NUMBERS.join(', ')}`);
   return name as UnitName;
 }
 
@@ -118,6 +118,7 @@ export function responseToJson(response: RateLimitResponse): Json {
     return status;
   });
   if (response.responseHeadersToAdd.length > 0) json.responseHeadersToAdd = response.responseHeadersToAdd;
+  if (response.dynamicMetadata) json.dynamicMetadata = response.dynamicMetadata;
   return json;
 }
 

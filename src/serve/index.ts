@@ -1,3 +1,3 @@
 export { createServer, type ServeOptions, type SluiceServer } from './server.js';
-export { loadConfig, parseConfig, type ServeConfig } from './config.js';
+export { loadConfig, parseConfig, type ConfigOptions, type ServeConfig } from './config.js';
 export { InvalidConfigError } from '../core/errors.js';

@@ -13,7 +13,9 @@ import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.
 import { startGrpc, stopGrpc } from './grpc.js';
 import { startHttp, stopHttp } from './http.js';
 import { Metrics } from './metrics.js';
-import { decide, Rules, type LimiterSettings, type RateLimitRequest, type RateLimitResponse } from './service.js';
+import type { RateLimitRequest, RateLimitResponse } from './messages.js';
+import { Rules, type LimiterSettings } from './rules.js';
+import { decide } from './service.js';
 
 export interface ServeOptions {
   /** A configuration file in envoyproxy/ratelimit's YAML, or a directory of them (merged per domain). */
@@ -32,6 +34,12 @@ export interface ServeOptions {
   shadow?: boolean;
   /** Add the draft-11 RateLimit-Policy and RateLimit headers to response_headers_to_add (default false). */
   responseHeaders?: boolean;
+  /**
+   * Answer with dynamic_metadata as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the
+   * request, and the `metadata` of the rules that admitted it (default false; a rule's `metadata`
+   * is refused without it).
+   */
+  responseDynamicMetadata?: boolean;
   /** Watch the configuration and reload it when it changes (default true). */
   watch?: boolean;
   /** The longest a decision waits for the store before following `onStoreError` (default '1s'). */
@@ -66,6 +74,7 @@ const SERVE_OPTIONS = [
   'prefix',
   'shadow',
   'responseHeaders',
+  'responseDynamicMetadata',
   'watch',
   'timeout',
   'onStoreError',
@@ -91,7 +100,8 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
 
 function summary(config: ServeConfig): string {
   const rules = [...config.domains.values()].reduce(
-    (sum, domain) => sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited).length,
+    (sum, domain) =>
+      sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited || n.denyAll).length,
     0,
   );
   return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
@@ -114,6 +124,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   const httpPort = port('httpPort', o.httpPort, 8080);
   const shadow = flag('shadow', o.shadow, false);
   const headers = flag('responseHeaders', o.responseHeaders, false);
+  const dynamicMetadata = flag('responseDynamicMetadata', o.responseDynamicMetadata, false);
+  const configOptions = { responseDynamicMetadata: dynamicMetadata };
   const watching = flag('watch', o.watch, true);
   if (o.onStoreError !== undefined && o.onStoreError !== 'allow' && o.onStoreError !== 'deny')
     throw new InvalidOptionError('onStoreError', o.onStoreError, "'allow' or 'deny'");
@@ -136,14 +148,14 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     onOutage: () => undefined,
   });
   const metrics = new Metrics();
-  let rules = new Rules(await loadConfig(configPath), settings, metrics);
+  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics);
 
   const decideBy =
     (transport: 'grpc' | 'http') =>
     async (request: RateLimitRequest): Promise<RateLimitResponse> => {
       metrics.inFlight(transport, 1);
       try {
-        return await decide(rules, request, { shadow, headers, metrics });
+        return await decide(rules, request, { shadow, headers, dynamicMetadata, metrics });
       } finally {
         metrics.inFlight(transport, -1);
       }
@@ -171,7 +183,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   let reloading: Promise<boolean> = Promise.resolve(true);
   async function reloadOnce(): Promise<boolean> {
     try {
-      const next = await loadConfig(configPath);
+      const next = await loadConfig(configPath, configOptions);
       // A watch event that changed no config file (another file in the directory, one touched) keeps
       // the rules, their limiters and denied caches, and says nothing: a log written into the
       // watched directory would otherwise reload it for ever.

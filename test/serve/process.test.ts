@@ -194,7 +194,7 @@ describe('sluice serve as a process', () => {
         service.stderr.filter((line) => / config |config reloaded/.test(line)),
         [
           'sluice serve: config reloaded: 1 domain, 1 rule from 1 file',
-          `sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "fortnight"; the change is refused and the previous config keeps serving`,
+          `sluice: config ${config.dir}/rules.yaml at descriptors[0].rate_limit.unit: must be second, minute, hour, day, week, month or year (or give a "window" such as 5m); got "fortnight"; the change is refused and the previous config keeps serving`,
           'sluice serve: config reloaded: 1 domain, 1 rule from 1 file',
         ],
       );
@@ -241,7 +241,12 @@ const BAD_CONFIGS: { what: string; files: Record<string, string>; says: string }
   {
     what: 'an unknown field',
     files: { 'rules.yaml': `${KEY_K}    rate_limt: { unit: second, requests_per_unit: 1 }\n` },
-    says: 'rules.yaml at descriptors[0].rate_limt: unknown field "rate_limt"; the fields here are key, value, rate_limit, rate_limits, shadow_mode, detailed_metric, value_to_metric, share_threshold, descriptors',
+    says: 'rules.yaml at descriptors[0].rate_limt: unknown field "rate_limt"; the fields here are key, value, rate_limit, rate_limits, shadow_mode, detailed_metric, value_to_metric, share_threshold, metadata, descriptors',
+  },
+  {
+    what: "envoyproxy/ratelimit's quota_mode, which sluice does not enforce",
+    files: { 'rules.yaml': `${KEY_K}    quota_mode: true\n` },
+    says: 'rules.yaml at descriptors[0].quota_mode: is not supported: sluice answers OVER_LIMIT for any descriptor over its limit (remove it, or keep this rule on envoyproxy/ratelimit)',
   },
   {
     what: 'an empty domain',
@@ -259,9 +264,9 @@ const BAD_CONFIGS: { what: string; files: Record<string, string>; says: string }
     says: 'rules.yaml at descriptors[0].key: must be a non-empty string; got ""',
   },
   {
-    what: 'a non-string key',
-    files: { 'rules.yaml': 'domain: d\ndescriptors:\n  - key: 12\n' },
-    says: 'rules.yaml at descriptors[0].key: must be a non-empty string; got 12',
+    what: 'a list for a key',
+    files: { 'rules.yaml': 'domain: d\ndescriptors:\n  - key: [12]\n' },
+    says: 'rules.yaml at descriptors[0].key: must be a non-empty string; got a list',
   },
   {
     what: 'a duplicate key at one level',
@@ -284,9 +289,47 @@ const BAD_CONFIGS: { what: string; files: Record<string, string>; says: string }
   {
     what: 'a bad unit',
     files: {
-      'rules.yaml': `${KEY_K}    descriptors:\n      - key: j\n        rate_limit: { unit: week, requests_per_unit: 1 }\n`,
+      'rules.yaml': `${KEY_K}    descriptors:\n      - key: j\n        rate_limit: { unit: fortnight, requests_per_unit: 1 }\n`,
     },
-    says: 'rules.yaml at descriptors[0].descriptors[0].rate_limit.unit: must be second, minute, hour or day (or give a "window" such as 5m); got "week"',
+    says: 'rules.yaml at descriptors[0].descriptors[0].rate_limit.unit: must be second, minute, hour, day, week, month or year (or give a "window" such as 5m); got "fortnight"',
+  },
+  {
+    what: 'a limit of 0 among several',
+    files: {
+      'rules.yaml': `${KEY_K}    rate_limits:\n      - { unit: hour, requests_per_unit: 5 }\n      - { unit: second, requests_per_unit: 0 }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].rate_limits[1].requests_per_unit: a limit of 0 denies every request: give it as the descriptor\'s only "rate_limit"; got 0',
+  },
+  {
+    what: 'a burst on a limit of 0',
+    files: { 'rules.yaml': RATE_LIMIT('algorithm: token_bucket, unit: second, requests_per_unit: 0, burst: 3') },
+    says: 'rules.yaml at descriptors[0].rate_limit.burst: "requests_per_unit: 0" denies every request, so takes no burst; got 3',
+  },
+  {
+    what: 'share_threshold on a value without a wildcard',
+    files: {
+      'rules.yaml': `${KEY_K}    value: v\n    share_threshold: true\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].share_threshold: applies to a wildcard value (one holding "*") only; got true',
+  },
+  {
+    what: 'metadata on a descriptor without a rate limit',
+    files: { 'rules.yaml': `${KEY_K}    metadata: { team: a }\n` },
+    says: 'rules.yaml at descriptors[0].metadata: is returned for a rule that decides, so needs a "rate_limit" beside it',
+  },
+  {
+    what: 'metadata a Struct cannot hold',
+    files: {
+      'rules.yaml': `${KEY_K}    metadata: { weight: .inf }\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].metadata.weight: must be a finite number; got Infinity',
+  },
+  {
+    what: 'metadata while responses carry no dynamic_metadata',
+    files: {
+      'rules.yaml': `${KEY_K}    metadata: { team: a }\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].metadata: is returned in dynamic_metadata, which this service sends only with --response-dynamic-metadata (createServer: responseDynamicMetadata: true), as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA',
   },
   {
     what: 'unlimited with a unit',

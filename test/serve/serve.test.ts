@@ -6,6 +6,7 @@ import { InvalidOptionError, memoryStore } from '../../src/index.js';
 import { InvalidConfigError, createServer, type ServeOptions } from '../../src/serve/index.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 import { configDir, descriptor, rlsClient } from '../support/rls.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 import { PATIENT, useServices, type Service } from '../support/service.js';
 
 // What the service answers, asked of `sluice serve` as users run it: the built command in a
@@ -229,6 +230,106 @@ describe('sluice serve over gRPC', () => {
     assert.deepEqual(stacked[2]?.statuses[0]?.currentLimit, { requestsPerUnit: 3, unit: 'HOUR' });
   });
 
+  it("enforces envoyproxy/ratelimit's newer rules in Redis: a * anywhere, a limit of 0, weeks, shadow_mode at any cost", async () => {
+    const yaml = `
+domain: newer
+descriptors:
+  - { key: mid, value: bar*b, rate_limit: { unit: minute, requests_per_unit: 20 } }
+  - { key: multi, value: foo*bar*baz, rate_limit: { unit: minute, requests_per_unit: 10 } }
+  - { key: ip, value: 50.0.0.5, rate_limit: { unit: second, requests_per_unit: 0 } }
+  - { key: weekly, rate_limit: { unit: week, requests_per_unit: 2 } }
+  - { key: dry, shadow_mode: true, rate_limit: { unit: hour, requests_per_unit: 1 } }
+`;
+    const { grpc } = await serve(yaml, onRedis());
+    const ask = (key: string, value: string, hitsAddend = 0) =>
+      grpc.shouldRateLimit({ domain: 'newer', hitsAddend, descriptors: [descriptor([key, value])] });
+    const codesOf = async (times: number, key: string, value: string) => {
+      const answers = [];
+      for (let i = 0; i < times; i++) answers.push((await ask(key, value)).overallCode);
+      return answers;
+    };
+    await awayFromWindowEnd(60_000, 10_000);
+    assert.deepEqual(await codesOf(21, 'mid', 'bar123b'), [...Array<string>(20).fill('OK'), 'OVER_LIMIT']);
+    assert.deepEqual(await codesOf(11, 'multi', 'foo1bar2baz'), [...Array<string>(10).fill('OK'), 'OVER_LIMIT']);
+    const denied = await ask('ip', '50.0.0.5');
+    assert.equal(denied.overallCode, 'OVER_LIMIT');
+    assert.deepEqual(denied.statuses[0]?.currentLimit, { requestsPerUnit: 0, unit: 'SECOND' });
+    const weekly = await ask('weekly', 'w');
+    assert.deepEqual(weekly.statuses[0]?.currentLimit, { requestsPerUnit: 2, unit: 'WEEK' });
+    assert.ok((weekly.statuses[0]?.durationUntilReset?.seconds ?? 0) <= 7 * 86_400);
+    // A cost above a shadow rule's limit is over it, and still answered OK.
+    assert.deepEqual((await ask('dry', 'big', 5)).statuses[0]?.code, 'OK');
+    // Envoy's override: a week, and 0 per unit, which denies.
+    const override = (requestsPerUnit: number, unit: string) =>
+      grpc.shouldRateLimit({
+        domain: 'newer',
+        descriptors: [{ ...descriptor(['client', 'c']), limit: { requestsPerUnit, unit } }],
+      });
+    assert.deepEqual((await override(3, 'WEEK')).statuses[0]?.limitRemaining, 2);
+    assert.equal((await override(0, 'MINUTE')).overallCode, 'OVER_LIMIT');
+  });
+
+  it('answers with dynamic_metadata, over gRPC and /json, with --response-dynamic-metadata', async () => {
+    const yaml = `
+domain: meta
+descriptors:
+  - key: tier
+    value: gold
+    rate_limit: { unit: hour, requests_per_unit: 5 }
+    metadata: { quota: { name: gold, weight: 2 }, team: payments }
+`;
+    const { grpc, json } = await serve(yaml, [...onRedis(), '--response-dynamic-metadata']);
+    const wire = (await grpc.shouldRateLimit({ domain: 'meta', descriptors: [descriptor(['tier', 'gold'])] })) as {
+      dynamicMetadata?: unknown;
+    };
+    assert.deepEqual(wire.dynamicMetadata, {
+      fields: {
+        domain: { stringValue: 'meta', kind: 'stringValue' },
+        descriptors: {
+          kind: 'listValue',
+          listValue: {
+            values: [
+              {
+                kind: 'structValue',
+                structValue: {
+                  fields: {
+                    entries: {
+                      kind: 'listValue',
+                      listValue: { values: [{ kind: 'stringValue', stringValue: 'tier=gold' }] },
+                    },
+                  },
+                },
+              },
+            ],
+          },
+        },
+        metadata: {
+          kind: 'structValue',
+          structValue: {
+            fields: {
+              quota: {
+                kind: 'structValue',
+                structValue: {
+                  fields: {
+                    name: { kind: 'stringValue', stringValue: 'gold' },
+                    weight: { kind: 'numberValue', numberValue: 2 },
+                  },
+                },
+              },
+              team: { kind: 'stringValue', stringValue: 'payments' },
+            },
+          },
+        },
+      },
+    });
+    const answer = await json({ domain: 'meta', descriptors: [{ entries: [{ key: 'tier', value: 'gold' }] }] });
+    assert.deepEqual(answer.body.dynamicMetadata, {
+      domain: 'meta',
+      descriptors: [{ entries: ['tier=gold'] }],
+      metadata: { quota: { name: 'gold', weight: 2 }, team: 'payments' },
+    });
+  });
+
   it("uses a descriptor's limit override, and shares the key's state", async () => {
     const { grpc } = await serve(RULES, onRedis());
     const overridden = {
@@ -255,7 +356,7 @@ describe('sluice serve over gRPC', () => {
     const yaml = `
 domain: algos
 descriptors:
-- { key: a, value: fw, rate_limit: { window: 30d, requests_per_unit: 3 } }
+- { key: a, value: fw, rate_limit: { window: 45d, requests_per_unit: 3 } }
 - { key: a, value: sl, rate_limit: { algorithm: sliding_log, window: 90s, requests_per_unit: 3 } }
 - { key: a, value: sw, rate_limit: { algorithm: sliding_window, unit: hour, requests_per_unit: 3 } }
 - { key: a, value: tb, rate_limit: { algorithm: token_bucket, unit: hour, requests_per_unit: 1, burst: 3 } }
@@ -272,7 +373,7 @@ descriptors:
     }
     const config = (await get('/rlconfig')).text;
     for (const line of [
-      'algos.a_fw: fixed-window 3 per 30d (requests_per_unit=3, unit=UNKNOWN)',
+      'algos.a_fw: fixed-window 3 per 45d (requests_per_unit=3, unit=UNKNOWN)',
       'algos.a_sl: sliding-log 3 per 90s',
       'algos.a_sw: sliding-window 3 per 1h',
       'algos.a_tb: token-bucket 3 per 3h',
@@ -359,7 +460,7 @@ describe('sluice serve over HTTP', () => {
       [
         {
           domain: 'edge',
-          descriptors: [{ entries: [{ key: 'a', value: 'b' }], limit: { requestsPerUnit: 1, unit: 'WEEK' } }],
+          descriptors: [{ entries: [{ key: 'a', value: 'b' }], limit: { requestsPerUnit: 1, unit: 'FORTNIGHT' } }],
         },
         'descriptors[0].limit.unit',
       ],
@@ -556,7 +657,7 @@ describe('createServer(), the embedding API', () => {
       assert.equal(await ask('c'), 7);
       assert.match(
         lines.at(-1) ?? '',
-        /config .*config\.yaml at descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour or day .*; got "fortnight"; the change is refused and the previous config keeps serving$/,
+        /config .*config\.yaml at descriptors\[0\]\.rate_limit\.unit: must be second, minute, hour, day, week, month or year .*; got "fortnight"; the change is refused and the previous config keeps serving$/,
       );
       // A file that is not config, or the same config again: nothing to reload, nothing logged.
       await config.write(
@@ -606,7 +707,7 @@ describe('createServer(), the embedding API', () => {
 
   it('rejects a bad config with InvalidConfigError, its file, path and value as fields', async () => {
     const config = await configDir({
-      'rules.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: week, requests_per_unit: 1 }\n',
+      'rules.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n',
     });
     configs.push(config);
     await assert.rejects(
@@ -616,7 +717,7 @@ describe('createServer(), the embedding API', () => {
         assert.equal(error.code, 'SLUICE_INVALID_CONFIG');
         assert.deepEqual(
           [error.file, error.path, error.value],
-          [`${config.dir}/rules.yaml`, 'descriptors[0].rate_limit.unit', 'week'],
+          [`${config.dir}/rules.yaml`, 'descriptors[0].rate_limit.unit', 'fortnight'],
         );
         return true;
       },

@@ -33,6 +33,8 @@ Options:
   --prefix <prefix>         the key prefix in Redis (default: sluice)
   --shadow                  global shadow mode: count, but always answer OK
   --response-headers        add the draft-11 RateLimit-Policy and RateLimit headers to the responses
+  --response-dynamic-metadata
+                            answer with dynamic_metadata: the request and the admitting rules' metadata
   --on-store-error <mode>   allow (default) or deny while Redis fails or is slower than --timeout
   --timeout <duration>      how long a decision waits for Redis (default 1s)
   --denied-cache <keys>     answer descriptors certain to be denied from memory, for up to this many keys
@@ -201,6 +203,7 @@ export const serve: Command = {
     prefix: { type: 'string' },
     shadow: { type: 'boolean' },
     'response-headers': { type: 'boolean' },
+    'response-dynamic-metadata': { type: 'boolean' },
     'on-store-error': { type: 'string' },
     timeout: { type: 'string' },
     'no-watch': { type: 'boolean' },
@@ -228,7 +231,8 @@ export const serve: Command = {
     // A bad config is named before gRPC loads and Redis is asked: a refusal then takes no connection,
     // and says what is wrong with the config even while Redis is down. createServer reads it again.
     const { loadConfig } = await importServe(() => import('../../serve/config.js'));
-    await loadConfig(config);
+    const responseDynamicMetadata = parsed.values['response-dynamic-metadata'] === true;
+    await loadConfig(config, { responseDynamicMetadata });
     const { createServer } = await importServe(() => import('../../serve/index.js'));
     const connected = await connect(parsed, io);
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);
@@ -248,6 +252,7 @@ export const serve: Command = {
         ...libraryOptions(parsed),
         shadow: parsed.values.shadow === true,
         responseHeaders: parsed.values['response-headers'] === true,
+        responseDynamicMetadata,
         watch: parsed.values['no-watch'] !== true,
       });
     } catch (error) {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { memoryStore } from '../../src/index.js';
-import { InvalidConfigError, createServer, type ServeOptions } from '../../src/serve/index.js';
+import { InvalidConfigError, createServer, parseConfig, type ServeOptions } from '../../src/serve/index.js';
 import { configDir, descriptor, rlsClient, type WireResponse } from '../support/rls.js';
 
 // envoyproxy/ratelimit's own configurations, as a platform team moving from it brings them: its
@@ -1064,5 +1066,68 @@ descriptors:
       ])
         assert.ok(names.includes(name), `${name} in ${names.join(', ')}`);
     });
+  });
+});
+
+// Where a copy of envoyproxy/ratelimit is at hand (SLUICE_PEER_REPO, a git directory), its own
+// files are loaded as they are: each must load or be refused as its case above says, and a file
+// with no case here fails, so that a new one is not missed.
+const PEER_REPO = process.env.SLUICE_PEER_REPO ?? '/work/.mirror/envoyproxy+ratelimit/repo';
+const PEER_VERDICTS: Record<string, 'loads' | 'refused'> = {
+  'bad_limit_unit.yaml': 'refused',
+  'bad_yaml.yaml': 'refused',
+  'basic_config.yaml': 'loads',
+  'duplicate_domain.yaml': 'loads',
+  'duplicate_key.yaml': 'refused',
+  'empty_domain.yaml': 'refused',
+  'empty_key.yaml': 'refused',
+  'merge_domain_key1.yaml': 'loads',
+  'merge_domain_key2.yaml': 'loads',
+  'metadata.yaml': 'loads',
+  'misspelled_key.yaml': 'refused',
+  'misspelled_key2.yaml': 'refused',
+  'non_map_list.yaml': 'refused',
+  'non_string_key.yaml': 'refused',
+  'replaces_empty.yaml': 'refused',
+  'replaces_self.yaml': 'refused',
+  'shadowmode_config.yaml': 'loads',
+  'share_threshold.yaml': 'loads',
+  'unlimited_with_unit.yaml': 'refused',
+  'wildcard.yaml': 'loads',
+};
+
+describe("envoyproxy/ratelimit's test/config files themselves", () => {
+  const git = (...args: string[]) => execFileSync('git', ['--git-dir', PEER_REPO, ...args], { encoding: 'utf8' });
+  const present = existsSync(PEER_REPO);
+  it(
+    'each loads or is refused as its case says, and none is without a case',
+    { skip: !present && `no ${PEER_REPO}` },
+    () => {
+      const names = git('ls-tree', '--name-only', 'HEAD', 'test/config/')
+        .split('\n')
+        .filter((path) => path.endsWith('.yaml'))
+        .map((path) => path.slice('test/config/'.length));
+      assert.deepEqual(names.sort(), Object.keys(PEER_VERDICTS).sort());
+      for (const name of names) {
+        const text = git('show', `HEAD:test/config/${name}`);
+        let verdict: string;
+        try {
+          parseConfig([{ file: name, text }], { responseDynamicMetadata: true });
+          verdict = 'loads';
+        } catch (error) {
+          assert.ok(error instanceof InvalidConfigError, `${name}: ${String(error)}`);
+          verdict = 'refused';
+        }
+        assert.equal(verdict, PEER_VERDICTS[name], name);
+      }
+    },
+  );
+
+  it("every YAML block of its README's Examples 1 to 11 loads", { skip: !present && `no ${PEER_REPO}` }, () => {
+    const readme = git('show', 'HEAD:README.md');
+    const examples = readme.slice(readme.indexOf('#### Example 1'), readme.indexOf('## Loading Configuration'));
+    const blocks = [...examples.matchAll(/```yaml\n([\s\S]*?)```/g)].map(([, text]) => text as string);
+    assert.ok(blocks.length >= 15, `${blocks.length} blocks`);
+    blocks.forEach((text, i) => parseConfig([{ file: `example-block-${i}.yaml`, text }]));
   });
 });

@@ -18,7 +18,10 @@
 --   keep(key, cost, now, p, state)
 --       the request is not counted here (denied by this policy or another): only keeps the TTL
 --       healthy
---   refund(key, cost, now, p) -> true if it gave anything back
+--   refund(key, cost, now, p, at) -> true if it gave anything back
+--       of cost units charged at at (server time in ms; 0: unknown, taken as now), no more than
+--       that charge still holds where it was taken: a window's count gives back only in the window
+--       it was charged in, a sliding log the members scored at, a bucket what time has not refilled
 --   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
 --   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
 -- state is one table per policy, reused by the requests of a batch, so a decision allocates no
@@ -61,7 +64,8 @@ end
 --   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
 --       to give back when negative), or 'each' when each policy has its own (they follow the
 --       policies)
---   [3] target: block: its duration in ms; release and extend: the lease id
+--   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
+--       when the units given back were charged (server time in ms; 0: unknown)
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
 --   [6] blockMs: how long the penalty box blocks the key, in ms
@@ -168,7 +172,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     for i, policy in ipairs(policies) do
       local key, cost, state = KEYS[first + i], policy.cost, policy.state
       if cost < 0 then
-        if policy.alg.refund(key, -cost, now, policy.p) then done = 1 end
+        if policy.alg.refund(key, -cost, now, policy.p, c.target) then done = 1 end
       elseif cost > 0 then
         -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
         -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
@@ -331,7 +335,7 @@ end
 function ALG.cc.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
-function ALG.cc.refund(key, cost, now, p)
+function ALG.cc.refund(key, cost, now, p, at)
   return false
 end
 -- The key's TTL, from its last lease: for a release or an extend, which may find the key without
@@ -425,7 +429,9 @@ end
 function ALG.fw.keep(key, cost, now, p, state)
   if state.pttl == -1 then redis.call('PEXPIRE', key, digits(p[2] - now % p[2] + 1)) end
 end
-function ALG.fw.refund(key, cost, now, p)
+function ALG.fw.refund(key, cost, now, p, at)
+  -- Units charged in another window went with it: given to this one, they would admit past its limit.
+  if at > 0 and at - at % p[2] ~= now - now % p[2] then return false end
   local pttl, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
   if pttl >= 0 then
@@ -524,10 +530,13 @@ function ALG.gcra.keep(key, cost, now, p, state)
     redis.call('DEL', key)
   end
 end
-function ALG.gcra.refund(key, cost, now, p)
+function ALG.gcra.refund(key, cost, now, p, at)
   local ahead, damage = gcra_ahead(key, now, p)
-  if ahead == 0 then return false end
-  local after = math.max(0, ahead - cost * p[1])
+  -- Less what time has refilled since the charge: a full bucket may have lost as much.
+  local back = cost * p[1]
+  if at > 0 and now > at then back = back - (now - at) * p[3] end
+  if ahead == 0 or back <= 0 then return false end
+  local after = math.max(0, ahead - back)
   if after == 0 then redis.call('DEL', key) else gcra_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
@@ -602,11 +611,21 @@ end
 function ALG.sl.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
-function ALG.sl.refund(key, cost, now, p)
+function ALG.sl.refund(key, cost, now, p, at)
   local cutoff, latest = digits(now - p[2]), now + p[2]
   -- Pruned first: an entry that has left the window counts no more, and giving it back would give nothing.
   if sl_live(key, cutoff, latest, false) == 0 then return false end
-  redis.call('ZPOPMAX', key, digits(cost))
+  if at == 0 then
+    redis.call('ZPOPMAX', key, digits(cost))
+  else
+    -- By member: the newest of those scored at, the charge's own ms (members rank as their ids).
+    local upTo = redis.call('ZCOUNT', key, '-inf', digits(at))
+    local from = math.max(upTo - redis.call('ZCOUNT', key, digits(at), digits(at)), upTo - cost)
+    if from == upTo then return false end
+    local members = redis.call('ZRANGE', key, digits(from), digits(upTo - 1))
+    -- In parts: Lua unpacks at most 8,000 values into one call.
+    for i = 1, #members, 1000 do redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members))) end
+  end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
     local _, newestAt = sl_live(key, cutoff, latest, false)
@@ -681,12 +700,25 @@ end
 function ALG.sw.keep(key, cost, now, p, state)
   if state.reset > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) else redis.call('DEL', key) end
 end
-function ALG.sw.refund(key, cost, now, p)
-  local start, previous, current, same = sw_counters(key, now, p[2], false)
-  if not same or current == 0 then return false end
-  redis.call('HSET', key, 'c', digits(current > cost and current - cost or 0))
-  -- Counters that lost their TTL (PERSIST) get it back: they matter until the next window ends.
-  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, digits(start + 2 * p[2] - now + 1)) end
+-- Gives back to the count of the window the units were charged in: this one's, or the previous
+-- one's, which still weighs; a window before that weighs nothing, and its units are not this one's.
+function ALG.sw.refund(key, cost, now, p, at)
+  local window = p[2]
+  local start, previous, current, same = sw_counters(key, now, window, false)
+  local charged = at > 0 and at - at % window or start
+  if charged == start then
+    if not same or current == 0 then return false end
+    current = current > cost and current - cost or 0
+    redis.call('HSET', key, 'c', digits(current))
+  elseif charged == start - window and previous > 0 then
+    previous = previous > cost and previous - cost or 0
+    -- Stored as this window's counters (s is start), the previous count is p; as the last window's, c.
+    redis.call('HSET', key, same and 'p' or 'c', digits(previous))
+  else
+    return false
+  end
+  -- Counters that lost their TTL (PERSIST) get it back: for as long as they matter.
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, digits(sw_resetAfter(now, window, current, previous) + 1)) end
   return true
 end
 
@@ -779,10 +811,13 @@ function ALG.tb.keep(key, cost, now, p, state)
     redis.call('DEL', key)
   end
 end
-function ALG.tb.refund(key, cost, now, p)
+function ALG.tb.refund(key, cost, now, p, at)
   local ahead, damage = tb_ahead(key, now, p)
-  if ahead == 0 then return false end
-  local after = math.max(0, ahead - cost * p[1])
+  -- Less what time has refilled since the charge: a full bucket may have lost as much.
+  local back = cost * p[1]
+  if at > 0 and now > at then back = back - (now - at) * p[3] end
+  if ahead == 0 or back <= 0 then return false end
+  local after = math.max(0, ahead - back)
   if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3], not damage and ahead) end
   return true
 end

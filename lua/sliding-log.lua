@@ -18,7 +18,10 @@
 --   keep(key, cost, now, p, state)
 --       the request is not counted here (denied by this policy or another): only keeps the TTL
 --       healthy
---   refund(key, cost, now, p) -> true if it gave anything back
+--   refund(key, cost, now, p, at) -> true if it gave anything back
+--       of cost units charged at at (server time in ms; 0: unknown, taken as now), no more than
+--       that charge still holds where it was taken: a window's count gives back only in the window
+--       it was charged in, a sliding log the members scored at, a bucket what time has not refilled
 --   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
 --   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
 -- state is one table per policy, reused by the requests of a batch, so a decision allocates no
@@ -61,7 +64,8 @@ end
 --   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
 --       to give back when negative), or 'each' when each policy has its own (they follow the
 --       policies)
---   [3] target: block: its duration in ms; release and extend: the lease id
+--   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
+--       when the units given back were charged (server time in ms; 0: unknown)
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
 --   [6] blockMs: how long the penalty box blocks the key, in ms
@@ -168,7 +172,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     for i, policy in ipairs(policies) do
       local key, cost, state = KEYS[first + i], policy.cost, policy.state
       if cost < 0 then
-        if policy.alg.refund(key, -cost, now, policy.p) then done = 1 end
+        if policy.alg.refund(key, -cost, now, policy.p, c.target) then done = 1 end
       elseif cost > 0 then
         -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
         -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
@@ -324,11 +328,21 @@ end
 function ALG.sl.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
-function ALG.sl.refund(key, cost, now, p)
+function ALG.sl.refund(key, cost, now, p, at)
   local cutoff, latest = digits(now - p[2]), now + p[2]
   -- Pruned first: an entry that has left the window counts no more, and giving it back would give nothing.
   if sl_live(key, cutoff, latest, false) == 0 then return false end
-  redis.call('ZPOPMAX', key, digits(cost))
+  if at == 0 then
+    redis.call('ZPOPMAX', key, digits(cost))
+  else
+    -- By member: the newest of those scored at, the charge's own ms (members rank as their ids).
+    local upTo = redis.call('ZCOUNT', key, '-inf', digits(at))
+    local from = math.max(upTo - redis.call('ZCOUNT', key, digits(at), digits(at)), upTo - cost)
+    if from == upTo then return false end
+    local members = redis.call('ZRANGE', key, digits(from), digits(upTo - 1))
+    -- In parts: Lua unpacks at most 8,000 values into one call.
+    for i = 1, #members, 1000 do redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members))) end
+  end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
     local _, newestAt = sl_live(key, cutoff, latest, false)

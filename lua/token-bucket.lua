@@ -18,7 +18,10 @@
 --   keep(key, cost, now, p, state)
 --       the request is not counted here (denied by this policy or another): only keeps the TTL
 --       healthy
---   refund(key, cost, now, p) -> true if it gave anything back
+--   refund(key, cost, now, p, at) -> true if it gave anything back
+--       of cost units charged at at (server time in ms; 0: unknown, taken as now), no more than
+--       that charge still holds where it was taken: a window's count gives back only in the window
+--       it was charged in, a sliding log the members scored at, a bucket what time has not refilled
 --   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
 --   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
 -- state is one table per policy, reused by the requests of a batch, so a decision allocates no
@@ -61,7 +64,8 @@ end
 --   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
 --       to give back when negative), or 'each' when each policy has its own (they follow the
 --       policies)
---   [3] target: block: its duration in ms; release and extend: the lease id
+--   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
+--       when the units given back were charged (server time in ms; 0: unknown)
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
 --   [6] blockMs: how long the penalty box blocks the key, in ms
@@ -168,7 +172,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     for i, policy in ipairs(policies) do
       local key, cost, state = KEYS[first + i], policy.cost, policy.state
       if cost < 0 then
-        if policy.alg.refund(key, -cost, now, policy.p) then done = 1 end
+        if policy.alg.refund(key, -cost, now, policy.p, c.target) then done = 1 end
       elseif cost > 0 then
         -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
         -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
@@ -343,10 +347,13 @@ function ALG.tb.keep(key, cost, now, p, state)
     redis.call('DEL', key)
   end
 end
-function ALG.tb.refund(key, cost, now, p)
+function ALG.tb.refund(key, cost, now, p, at)
   local ahead, damage = tb_ahead(key, now, p)
-  if ahead == 0 then return false end
-  local after = math.max(0, ahead - cost * p[1])
+  -- Less what time has refilled since the charge: a full bucket may have lost as much.
+  local back = cost * p[1]
+  if at > 0 and now > at then back = back - (now - at) * p[3] end
+  if ahead == 0 or back <= 0 then return false end
+  local after = math.max(0, ahead - back)
   if after == 0 then redis.call('DEL', key) else tb_write(key, now, after, p[3], not damage and ahead) end
   return true
 end

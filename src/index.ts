@@ -9,6 +9,7 @@ export type {
   Operation,
   Policy,
   PolicyDecision,
+  RefundOptions,
   Reservation,
   StorageKeys,
   StoreFailure,

@@ -543,6 +543,7 @@ export function createRateLimit<Req, Res = unknown>(
     clientKey: string,
     requestCost: LimitOptions['cost'],
     policy: LimitOptions['policy'],
+    decision: Decision,
     reservation?: Pick<Reservation, 'settle' | 'cancel'>,
   ): Responded | undefined {
     if (!skipSuccessful && !skipFailed && !reservation) return undefined;
@@ -551,7 +552,7 @@ export function createRateLimit<Req, Res = unknown>(
       const uncounted = succeeded ? skipSuccessful : skipFailed;
       if (reservation && uncounted) reservation.cancel().catch(reportedByLimiter);
       else if (reservation) settleAt(req, response, reservation);
-      else if (uncounted) limiter.refund(clientKey, requestCost, { policy }).catch(reportedByLimiter);
+      else if (uncounted) limiter.refund(clientKey, requestCost, { policy, decision }).catch(reportedByLimiter);
     };
   }
 
@@ -606,7 +607,7 @@ export function createRateLimit<Req, Res = unknown>(
     if (decision.allowed) {
       const responded = decision.shadowDenied
         ? undefined
-        : afterResponse(req, facts.response, clientKey, requestCost, policy, reservation);
+        : afterResponse(req, facts.response, clientKey, requestCost, policy, decision, reservation);
       return { pass: true, headers, responded, rateLimit: rateLimitInfo(decision, clientKey) };
     }
     const denial: Denial = {

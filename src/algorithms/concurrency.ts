@@ -67,7 +67,7 @@ end
 function ALG.cc.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
-function ALG.cc.refund(key, cost, now, p)
+function ALG.cc.refund(key, cost, now, p, at)
   return false
 end
 -- The key's TTL, from its last lease: for a release or an extend, which may find the key without

@@ -74,7 +74,9 @@ end
 function ALG.fw.keep(key, cost, now, p, state)
   if state.pttl == -1 then redis.call('PEXPIRE', key, digits(p[2] - now % p[2] + 1)) end
 end
-function ALG.fw.refund(key, cost, now, p)
+function ALG.fw.refund(key, cost, now, p, at)
+  -- Units charged in another window went with it: given to this one, they would admit past its limit.
+  if at > 0 and at - at % p[2] ~= now - now % p[2] then return false end
   local pttl, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
   if pttl >= 0 then
@@ -124,8 +126,9 @@ const algorithm = defineAlgorithm<number, FixedWindowState>({
     state.extra = 0;
   },
   keep() {},
-  refund(now, cell, cost, p) {
+  refund(now, cell, cost, p, chargedAt) {
     const window = p[1] ?? 1;
+    if (chargedAt > 0 && chargedAt - (chargedAt % window) !== now - (now % window)) return false;
     if (!current(cell, window, window - (now % window)) || cell.value === 0) return false;
     setCell(cell, Math.max(0, (cell.value as number) - cost), cell.ttlMs);
     return true;

@@ -145,10 +145,13 @@ function ALG.${id}.keep(key, cost, now, p, state)
     redis.call('DEL', key)
   end
 end
-function ALG.${id}.refund(key, cost, now, p)
+function ALG.${id}.refund(key, cost, now, p, at)
   local ahead, damage = ${id}_ahead(key, now, p)
-  if ahead == 0 then return false end
-  local after = math.max(0, ahead - cost * p[1])
+  -- Less what time has refilled since the charge: a full bucket may have lost as much.
+  local back = cost * p[1]
+  if at > 0 and now > at then back = back - (now - at) * p[3] end
+  if ahead == 0 or back <= 0 then return false end
+  local after = math.max(0, ahead - back)
   if after == 0 then redis.call('DEL', key) else ${id}_write(key, now, after, p[3], not damage and ahead) end
   return true
 end
@@ -203,10 +206,11 @@ export function freshAtAlgorithm(id: string, header: string): Algorithm {
       state.extra = 0;
     },
     keep() {},
-    refund(_now, cell, cost, p) {
-      if (!cell.held) return false;
+    refund(now, cell, cost, p, chargedAt) {
       const perMs = p[2] ?? 1;
-      const after = Math.max(0, aheadOf(cell, perMs) - cost * (p[0] ?? 1));
+      const back = cost * (p[0] ?? 1) - (chargedAt > 0 && now > chargedAt ? (now - chargedAt) * perMs : 0);
+      if (!cell.held || back <= 0) return false;
+      const after = Math.max(0, aheadOf(cell, perMs) - back);
       if (after === 0) deleteCell(cell);
       else writeAhead(cell, after, perMs);
       return true;

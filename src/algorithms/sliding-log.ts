@@ -71,11 +71,21 @@ end
 function ALG.sl.keep(key, cost, now, p, state)
   if state.count > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) end
 end
-function ALG.sl.refund(key, cost, now, p)
+function ALG.sl.refund(key, cost, now, p, at)
   local cutoff, latest = digits(now - p[2]), now + p[2]
   -- Pruned first: an entry that has left the window counts no more, and giving it back would give nothing.
   if sl_live(key, cutoff, latest, false) == 0 then return false end
-  redis.call('ZPOPMAX', key, digits(cost))
+  if at == 0 then
+    redis.call('ZPOPMAX', key, digits(cost))
+  else
+    -- By member: the newest of those scored at, the charge's own ms (members rank as their ids).
+    local upTo = redis.call('ZCOUNT', key, '-inf', digits(at))
+    local from = math.max(upTo - redis.call('ZCOUNT', key, digits(at), digits(at)), upTo - cost)
+    if from == upTo then return false end
+    local members = redis.call('ZRANGE', key, digits(from), digits(upTo - 1))
+    -- In parts: Lua unpacks at most 8,000 values into one call.
+    for i = 1, #members, 1000 do redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members))) end
+  end
   -- A log that lost its TTL (PERSIST) gets it back: until its newest entry leaves the window.
   if redis.call('PTTL', key) == -1 then
     local _, newestAt = sl_live(key, cutoff, latest, false)
@@ -176,7 +186,7 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
     if (state.count > 0) setCell(cell, pruned(cell, state), state.resetAfter + 1);
     else deleteCell(cell);
   },
-  refund(now, cell, cost, p) {
+  refund(now, cell, cost, p, chargedAt) {
     if (!cell.held) return false;
     const log = cell.value as Log;
     // As in Lua: pruned first, so an entry that has left the window is not given back; a junk log
@@ -186,6 +196,16 @@ const algorithm = defineAlgorithm<Log, SlidingLogState>({
     if (start === log.length || aheadOfTime(log, now, window)) {
       deleteCell(cell);
       return false;
+    }
+    if (chargedAt > 0) {
+      // As in Lua: by member, the newest of those scored at the charge's ms, in the pruned log.
+      const live = log.slice(start);
+      const upTo = 2 * firstAfter(live, chargedAt);
+      const from = Math.max(2 * firstAfter(live, chargedAt - 1), upTo - 2 * cost);
+      if (from < upTo) live.splice(from, upTo - from);
+      if (live.length > 0) setCell(cell, live, cell.ttlMs);
+      else deleteCell(cell);
+      return from < upTo;
     }
     const kept = log.slice(start, Math.max(start, log.length - 2 * cost));
     if (kept.length > 0) setCell(cell, kept, cell.ttlMs);

@@ -93,12 +93,25 @@ end
 function ALG.sw.keep(key, cost, now, p, state)
   if state.reset > 0 then redis.call('PEXPIRE', key, digits(state.reset + 1)) else redis.call('DEL', key) end
 end
-function ALG.sw.refund(key, cost, now, p)
-  local start, previous, current, same = sw_counters(key, now, p[2], false)
-  if not same or current == 0 then return false end
-  redis.call('HSET', key, 'c', digits(current > cost and current - cost or 0))
-  -- Counters that lost their TTL (PERSIST) get it back: they matter until the next window ends.
-  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, digits(start + 2 * p[2] - now + 1)) end
+-- Gives back to the count of the window the units were charged in: this one's, or the previous
+-- one's, which still weighs; a window before that weighs nothing, and its units are not this one's.
+function ALG.sw.refund(key, cost, now, p, at)
+  local window = p[2]
+  local start, previous, current, same = sw_counters(key, now, window, false)
+  local charged = at > 0 and at - at % window or start
+  if charged == start then
+    if not same or current == 0 then return false end
+    current = current > cost and current - cost or 0
+    redis.call('HSET', key, 'c', digits(current))
+  elseif charged == start - window and previous > 0 then
+    previous = previous > cost and previous - cost or 0
+    -- Stored as this window's counters (s is start), the previous count is p; as the last window's, c.
+    redis.call('HSET', key, same and 'p' or 'c', digits(previous))
+  else
+    return false
+  end
+  -- Counters that lost their TTL (PERSIST) get it back: for as long as they matter.
+  if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, digits(sw_resetAfter(now, window, current, previous) + 1)) end
   return true
 end
 `;
@@ -167,11 +180,20 @@ const algorithm = defineAlgorithm<Counters, SlidingWindowState>({
     if (state.resetAfter > 0) setCell(cell, cell.value, state.resetAfter + 1);
     else deleteCell(cell);
   },
-  refund(now, cell, cost, p) {
+  refund(now, cell, cost, p, chargedAt) {
+    const window = p[1] ?? 1;
     const c = { start: 0, previous: 0, current: 0, same: false };
-    readCounters(now, cell.value, p[1] ?? 1, c);
-    if (!cell.held || !c.same || c.current === 0) return false;
-    setCell(cell, { start: c.start, previous: c.previous, current: Math.max(0, c.current - cost) }, cell.ttlMs);
+    readCounters(now, cell.value, window, c);
+    const charged = chargedAt > 0 ? chargedAt - (chargedAt % window) : c.start;
+    const stored = cell.value as Counters;
+    if (!cell.held) return false;
+    // As in Lua: the count of the window the units were charged in, this one's or the previous one's.
+    if (charged === c.start && c.same && c.current > 0) stored.current = Math.max(0, c.current - cost);
+    else if (charged === c.start - window && c.previous > 0) {
+      if (c.same) stored.previous = Math.max(0, c.previous - cost);
+      else stored.current = Math.max(0, c.previous - cost);
+    } else return false;
+    setCell(cell, stored, cell.ttlMs);
     return true;
   },
 });

@@ -63,6 +63,11 @@ export interface Decision {
   readonly reason?: FailureReason;
   /** The store's failure, when `reason` is set. */
   readonly error?: StoreError;
+  /**
+   * When the store decided, by its clock (the Redis server's), in ms since the epoch; absent for a
+   * decision made without it (`reason`). refund({ decision }) gives back to what it charged then.
+   */
+  readonly decidedAt?: number;
 }
 
 /** One policy's part in a decision. */
@@ -110,6 +115,16 @@ export interface LimitOptions {
   cost?: number | CostByUnit;
   /** Decide this call under other policies (a paid tier, a dynamic limit); the key's state is shared. */
   policy?: Policy | readonly Policy[];
+}
+
+export interface RefundOptions extends Pick<LimitOptions, 'policy'> {
+  /**
+   * The decision that charged what is given back: the units go back only where they were charged
+   * (a window that has ended keeps them), and nothing goes back for a decision that charged nothing
+   * (denied, shadow-denied, decided without the store). Without it, they go back to the key's
+   * state as it is now (docs/algorithms.md, "Giving back").
+   */
+  decision?: Decision;
 }
 
 export interface WaitOptions extends LimitOptions {
@@ -160,8 +175,8 @@ export interface Limiter {
   limitMany(keys: readonly string[], options?: LimitOptions): Promise<Decision[]>;
   /** Forgets this key's state, blocks included. */
   reset(key: string): Promise<void>;
-  /** Gives `cost` units back (a request that turned out not to count). Never creates state or exceeds the limit. */
-  refund(key: string, cost?: number | CostByUnit, options?: Pick<LimitOptions, 'policy'>): Promise<boolean>;
+  /** Gives `cost` units back (a request that turned out not to count), where its `decision` charged them. Never creates state. */
+  refund(key: string, cost?: number | CostByUnit, options?: RefundOptions): Promise<boolean>;
   /** As limit(), at an estimated cost that settle() corrects once the true cost is known; see Reservation. */
   reserve(key: string, options?: LimitOptions): Promise<Reservation>;
   /** Denies every request of this key for `duration`, without touching its counters. */

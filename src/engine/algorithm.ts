@@ -51,8 +51,12 @@ export interface Algorithm<V = unknown, S extends Decided = Decided> {
   admit(now: number, cell: Cell<V>, cost: number, p: readonly number[], state: S): void;
   /** The request is not counted here (denied by this or another policy), after decide: only keeps the TTL healthy. */
   keep(now: number, cell: Cell<V>, cost: number, p: readonly number[], state: S): void;
-  /** Gives back `cost`: whether it gave anything. */
-  refund(now: number, cell: Cell<V>, cost: number, p: readonly number[]): boolean;
+  /**
+   * Gives back `cost` units charged at `chargedAt` (the store's ms; 0: unknown, taken as now): no
+   * more than that charge still holds where it was taken (docs/algorithms.md, "Giving back").
+   * Whether it gave anything.
+   */
+  refund(now: number, cell: Cell<V>, cost: number, p: readonly number[], chargedAt: number): boolean;
   /** Whether the lease `id` was held, and is now released (concurrency only). */
   release?(now: number, cell: Cell<V>, cost: number, p: readonly number[], id: number): boolean;
   /** Whether the lease `id` was held, and now runs `ms` from now (concurrency only). */

@@ -14,7 +14,7 @@ export interface Call {
    * 0 up; settle: what to take, or give back when negative, in each policy).
    */
   readonly cost: number | readonly number[];
-  /** block: its duration in ms; release and extend: the lease id. */
+  /** block: its duration in ms; release and extend: the lease id; refund and settle: when the units were charged (0: unknown). */
   readonly target: number;
   /** extend: the new lease length in ms. */
   readonly ms: number;
@@ -49,7 +49,10 @@ const HELPERS = `
 --   keep(key, cost, now, p, state)
 --       the request is not counted here (denied by this policy or another): only keeps the TTL
 --       healthy
---   refund(key, cost, now, p) -> true if it gave anything back
+--   refund(key, cost, now, p, at) -> true if it gave anything back
+--       of cost units charged at at (server time in ms; 0: unknown, taken as now), no more than
+--       that charge still holds where it was taken: a window's count gives back only in the window
+--       it was charged in, a sliding log the members scored at, a bucket what time has not refilled
 --   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
 --   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
 -- state is one table per policy, reused by the requests of a batch, so a decision allocates no
@@ -94,7 +97,8 @@ const PARSE_CALL = `
 --   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
 --       to give back when negative), or 'each' when each policy has its own (they follow the
 --       policies)
---   [3] target: block: its duration in ms; release and extend: the lease id
+--   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
+--       when the units given back were charged (server time in ms; 0: unknown)
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
 --   [6] blockMs: how long the penalty box blocks the key, in ms
@@ -203,7 +207,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     for i, policy in ipairs(policies) do
       local key, cost, state = KEYS[first + i], policy.cost, policy.state
       if cost < 0 then
-        if policy.alg.refund(key, -cost, now, policy.p) then done = 1 end
+        if policy.alg.refund(key, -cost, now, policy.p, c.target) then done = 1 end
       elseif cost > 0 then
         -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
         -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
@@ -452,7 +456,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         if (cost <= 0) continue;
         const changed =
           call.op === 'refund'
-            ? kind.refund(now, cell, cost, params)
+            ? kind.refund(now, cell, cost, params, call.target)
             : call.op === 'release'
               ? kind.release?.(now, cell, cost, params, call.target)
               : kind.extend?.(now, cell, cost, params, call.target, call.ms);
@@ -466,7 +470,7 @@ function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
         const { kind, params, cost, most, state } = policies[i] as (typeof policies)[number];
         const cell = cells[first + i] as Cell;
         if (cost < 0) {
-          if (kind.refund(now, cell, -cost, params)) done = 1;
+          if (kind.refund(now, cell, -cost, params, call.target)) done = 1;
         } else if (cost > 0) {
           // As in the Lua: asked at cost 0, whose remaining does not depend on the cost.
           kind.decide(now, cell, 0, params, false, state);

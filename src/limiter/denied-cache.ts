@@ -66,6 +66,7 @@ export class DeniedCache {
         retryAfterMs: left(p.retryAfterMs),
       })),
       ...(decision.blockedForMs !== undefined && { blockedForMs: left(decision.blockedForMs) }),
+      ...(decision.decidedAt !== undefined && { decidedAt: decision.decidedAt + Math.floor(now - denial.sentAt) }),
     };
   }
 

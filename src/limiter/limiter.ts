@@ -25,6 +25,7 @@ import {
   policyRetryAfterMs,
   replyAllowed,
   replyBlockedForMs,
+  replyNowMs,
 } from '../engine/reply.js';
 import type { Arg, Reply } from '../engine/script.js';
 import type { LocalRun, Store } from '../engine/store.js';
@@ -118,9 +119,17 @@ function validCost(cost: unknown, policies: readonly Policy[]): Costs {
   return cost;
 }
 
-/** What refund and settle take: a number for every policy, or a CostByUnit; from 0 when `zero`, else from 1. */
+/**
+ * What refund and settle take: a number for every policy, or a CostByUnit; from 0 when `zero`, else
+ * above 0 (a CostByUnit: in at least one unit).
+ */
 function validAmount(argument: string, amount: unknown, policies: readonly Policy[], zero: boolean): Costs {
-  if (typeof amount === 'object' && amount !== null) return costsByUnit(argument, amount, policies);
+  if (typeof amount === 'object' && amount !== null) {
+    const costs = costsByUnit(argument, amount, policies);
+    if (!zero && costs.every((c) => c === 0))
+      throw new InvalidArgumentError(argument, amount, 'a cost above 0 in at least one unit');
+    return costs;
+  }
   const least = zero ? 0 : 1;
   if (!Number.isSafeInteger(amount) || (amount as number) < least)
     throw new InvalidArgumentError(
@@ -196,6 +205,24 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** When a decision charged its units, by the store's clock; undefined if it charged none. */
+function chargeOf(decision: unknown): number | undefined {
+  if (typeof decision !== 'object' || decision === null || typeof (decision as Decision).allowed !== 'boolean')
+    throw new InvalidArgumentError(
+      'decision',
+      decision,
+      'a decision of this limiter: what limit() or reserve() resolved with',
+    );
+  const { allowed, shadowDenied, reason, decidedAt } = decision as Decision;
+  if (decidedAt !== undefined && (!Number.isSafeInteger(decidedAt) || decidedAt < 0))
+    throw new InvalidArgumentError(
+      'decision.decidedAt',
+      decidedAt,
+      'a time in ms since the epoch, as the store gave it',
+    );
+  return allowed && shadowDenied !== true && reason === undefined ? decidedAt : undefined;
+}
+
 /** Each policy's numbers, and the decision: the numbers of the binding policy (core/binding.ts). */
 export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision {
   // A loop, not map(): no closure per decision, on the memory store's hot path.
@@ -218,6 +245,7 @@ export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision 
     resetAfterMs: binding.resetAfterMs,
     retryAfterMs: allowed ? 0 : binding.retryAfterMs,
     policies: perPolicy,
+    decidedAt: replyNowMs(reply),
   };
   const blockedForMs = replyBlockedForMs(reply);
   if (blockedForMs > 0) decision.blockedForMs = blockedForMs;
@@ -458,6 +486,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // from the denied-key cache, or decided by onStoreError.
     let settled: Promise<boolean> | undefined =
       reply !== undefined && replyAllowed(reply) ? undefined : Promise.resolve(false);
+    // Read now: a local store reuses its reply for its next call.
+    const chargedAt = reply === undefined ? 0 : replyNowMs(reply);
     const each = (costs: Costs, i: number) => (typeof costs === 'number' ? costs : (costs[i] as number));
     return (actual) =>
       promised(() => {
@@ -465,9 +495,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
         if (settled) return settled.then(() => false);
         const deltas = list.map((_, i) => each(actualCosts, i) - each(estimate, i));
         denied?.forget(key);
+        // Given back where the estimate was charged, at the reply's time (the store's clock).
         const settling = deltas.every((d) => d === 0)
           ? Promise.resolve(true)
-          : change(clientId(key), list, 'settle', deltas).then(() => true);
+          : change(clientId(key), list, 'settle', deltas, chargedAt).then(() => true);
         settled = settling.catch((error: unknown) => {
           // Nothing changed (a late call counts nothing): it may be settled again.
           settled = undefined;
@@ -563,10 +594,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
     async refund(key, cost = 1, refundOptions) {
       const k = validKey(key);
-      const list = policiesFor(callOptions(refundOptions).policy);
+      const { policy, decision } = callOptions(refundOptions);
+      const list = policiesFor(policy);
       const costs = validAmount('cost', cost, list, false);
+      const chargedAt = decision === undefined ? 0 : chargeOf(decision);
+      if (chargedAt === undefined) return false;
       denied?.forget(k);
-      return replyAllowed(await change(clientId(k), list, 'refund', costs));
+      return replyAllowed(await change(clientId(k), list, 'refund', costs, chargedAt));
     },
     async reserve(key, reserveOptions) {
       return consume(key, reserveOptions, false, (decision, reply, list, cost): Reservation => {

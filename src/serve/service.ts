@@ -96,7 +96,7 @@ async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict 
         if (!counted(decision)) return;
         // A refund that fails leaves the units taken: stricter, never looser, than the limit.
         const gaveBack = await plan.rule.limiter
-          .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy } : undefined)
+          .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy, decision } : { decision })
           .catch(() => false);
         if (gaveBack) found[i] = verdictOf(decision, true);
       }),

@@ -105,12 +105,32 @@ for (const storeCase of harness.cases) {
         });
       }
 
-      it('rejects a bad cost', async () => {
-        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m' }) });
+      it('rejects a bad cost, a cost by unit of 0 in every unit as 0 is, and a decision that is none', async () => {
+        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 5, window: '1m', counts: 'tokens' }) });
         await limiter.limit('k', { cost: 3 });
-        for (const cost of [0, 1.5, 2 ** 60, Number.NaN])
-          await assert.rejects(limiter.refund('k', cost), InvalidArgumentError, String(cost));
+        for (const cost of [0, 1.5, 2 ** 60, Number.NaN, { tokens: 0 }, {}])
+          await assert.rejects(limiter.refund('k', cost as number), InvalidArgumentError, JSON.stringify(cost));
+        for (const decision of [{}, 'yes', { allowed: true, decidedAt: -1 }])
+          await assert.rejects(limiter.refund('k', 1, { decision: decision as never }), InvalidArgumentError);
         assert.equal((await limiter.peek('k')).remaining, 2, 'nothing was given back');
+      });
+
+      it('with { decision }: gives back where it charged, and nothing for a decision that charged nothing', async () => {
+        await awayFromWindowEnd(60_000, 5_000);
+        const limiter = limiterOn(storeCase, { policy: fixedWindow({ limit: 3, window: '1m' }) });
+        const admitted = await limiter.limit('k', { cost: 3 });
+        const denied = await limiter.limit('k');
+        assert.equal(typeof admitted.decidedAt, 'number');
+        assert.equal(await limiter.refund('k', 1, { decision: denied }), false);
+        assert.equal(await limiter.refund('k', 1, { decision: { ...admitted, reason: 'timeout' } }), false);
+        assert.equal(await limiter.refund('k', 1, { decision: { ...admitted, decidedAt: undefined } }), false);
+        assert.equal((await limiter.peek('k')).remaining, 0, 'nothing given back for them');
+        assert.equal(await limiter.refund('k', 2, { decision: admitted }), true);
+        assert.equal((await limiter.peek('k')).remaining, 2);
+        // Charged a minute earlier: that window's units went with it.
+        const lastMinute = { ...admitted, decidedAt: (admitted.decidedAt as number) - 60_000 };
+        assert.equal(await limiter.refund('k', 1, { decision: lastMinute }), false);
+        assert.equal((await limiter.peek('k')).remaining, 2);
       });
     });
 

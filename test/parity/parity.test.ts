@@ -31,7 +31,8 @@ function random(seed: number): () => number {
 
 /**
  * Runs one random sequence of calls (limit with a cost, one for all policies or each its own; peek,
- * refund, settle into debt and back; release and extend of the leases taken) through the script in Redis, then each call through the TypeScript twins at the
+ * refund, settle into debt and back, each naming when an earlier admission was charged, or not;
+ * release and extend of the leases taken) through the script in Redis, then each call through the TypeScript twins at the
  * very time Redis used (the reply's second field), and demands equal replies.
  */
 async function compare(
@@ -50,6 +51,8 @@ async function compare(
   const script = scriptFor(policies.map((p) => p.kind));
   const next = random(seed);
   const leases: number[] = [];
+  // When past calls were admitted: what refunds and settles name as their charge's time (or 0).
+  const chargedAt: number[] = [];
   for (let step = 0; step < steps; step++) {
     await sleep(Math.floor(next() * 40));
     const roll = next();
@@ -74,13 +77,18 @@ async function compare(
         p.algorithm === 'concurrency' && op === 'settle' ? 0 : least + Math.floor(next() * (most - least + 1)),
       );
     const costs = op === 'settle' ? own(-3, 6) : op !== 'peek' && next() < 0.33 ? own(0, 3) : op === 'peek' ? 1 : cost;
-    const args = scriptArgs({ op, cost: costs, target: lease ?? 0, ms: 150, penalty, policies });
+    const charge =
+      (op === 'refund' || op === 'settle') && chargedAt.length > 0 && next() < 0.6
+        ? (chargedAt[Math.floor(next() * chargedAt.length)] as number)
+        : 0;
+    const args = scriptArgs({ op, cost: costs, target: lease ?? charge, ms: 150, penalty, policies });
     const fromRedis: Reply = await lua.run(script, keys, args);
     const decoded = decodeReply(fromRedis);
     now = decoded.nowMs;
     const fromTwin = await twin.run(script, keys, args);
     assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${String(costs)}) at ${now}`);
     if (op === 'limit') for (const { leaseId } of decoded.policies) if (leaseId > 0) leases.push(leaseId);
+    if (op === 'limit' && decoded.allowed) chargedAt.push(now);
   }
 }
 

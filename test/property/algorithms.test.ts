@@ -7,6 +7,7 @@ import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import type { Decision, Policy } from '../../src/core/types.js';
 import type { Reply } from '../../src/engine/script.js';
 import { createLimiter, memoryStore, redisStore, tokenBucket, type Store } from '../../src/index.js';
+import { assertNeverOverAdmitted, type Admission } from '../support/admissions.js';
 import { algorithms } from '../support/algorithms.js';
 import { junkKinds, serverNow } from '../support/junk.js';
 import { keysWithTtl, uniquePrefix, useRedis } from '../support/redis.js';
@@ -16,46 +17,6 @@ const harness = useRedis();
 // A fixed seed, so a failure replays the same way (fast-check prints the shrunk counterexample);
 // SEED=<n> explores other sequences.
 const SEED = Number(process.env.SEED ?? 20_260_530);
-
-interface Admission {
-  readonly key: string;
-  readonly at: number;
-  readonly cost: number;
-}
-
-/**
- * What each algorithm promises, checked over every admission of one key:
- * fixed window: at most `limit` in each window aligned to the clock;
- * sliding log: at most `limit` in any window of `windowMs` ending at an admission;
- * sliding window: at most `limit` in each window aligned to the clock (its estimate is never below
- * the current window's count);
- * token bucket and GCRA: at most `limit + elapsed * limit / windowMs` in any span between two admissions.
- */
-function assertNeverOverAdmitted(policy: Policy, windowMs: number, admissions: readonly Admission[]): void {
-  const { algorithm, limit } = policy;
-  const keys = new Set(admissions.map((a) => a.key));
-  for (const key of keys) {
-    const log = admissions.filter((a) => a.key === key);
-    for (const [i, first] of log.entries()) {
-      const sum = (from: number, to: number) =>
-        log.filter((a) => from <= a.at && a.at <= to).reduce((total, a) => total + a.cost, 0);
-      if (algorithm === 'fixed-window' || algorithm === 'sliding-window') {
-        const start = first.at - (first.at % windowMs);
-        assert.ok(sum(start, start + windowMs - 1) <= limit, `${key}: over ${limit} in the window from ${start}`);
-      } else if (algorithm === 'sliding-log') {
-        assert.ok(
-          sum(first.at - windowMs + 1, first.at) <= limit,
-          `${key}: over ${limit} in the window ending ${first.at}`,
-        );
-      } else {
-        for (const last of log.slice(i)) {
-          const allowed = limit + ((last.at - first.at) * limit) / windowMs;
-          assert.ok(sum(first.at, last.at) <= allowed + 1e-9, `${key}: over ${allowed} from ${first.at} to ${last.at}`);
-        }
-      }
-    }
-  }
-}
 
 /** A decision, or the script's reply for a single policy. */
 function assertSound(decision: Decision | Reply, limit: number): void {

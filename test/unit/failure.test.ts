@@ -94,6 +94,7 @@ describe('failure policy', () => {
         resetAfterMs: back.resetAfterMs,
         retryAfterMs: back.retryAfterMs,
         policies: undefined,
+        decidedAt: 1_000_000,
       },
     );
     assert.equal(recoveries.length, 1);

@@ -44,7 +44,10 @@ const steps = (windowMs: number) =>
       },
       {
         weight: 2,
-        arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: Math.floor(windowMs / 2) }) }),
+        arbitrary: fc.record({
+          kind: fc.constant('wait' as const),
+          ms: fc.integer({ min: 0, max: Math.floor(windowMs / 2) }),
+        }),
       },
       {
         weight: 3,

@@ -227,6 +227,22 @@ describe('sluice usage and failures', () => {
     }
   });
 
+  it('demo --help names every row the demo prints', async () => {
+    const help = (await sluice(['demo', '--help'])).out.join(' ').replace(/\s+/g, ' ');
+    for (const row of [
+      'blocked forever',
+      'ten lines',
+      'Retry-After',
+      'fixed window',
+      'sliding log',
+      'GCRA',
+      'sliding window',
+      'token bucket',
+      'concurrency',
+    ])
+      assert.ok(help.includes(row), row);
+  });
+
   it('fails with one line naming the bad argument and exit code 2', async () => {
     const url = ['--redis', harness.server.url];
     const cases: [string[], RegExp][] = [

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -9,7 +9,9 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { Redis } from 'ioredis';
 import { exited, freePort, startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { examplesOf, shownOutput } from '../support/examples.js';
 import { startUpstashBridge, type UpstashBridge } from '../support/upstash.js';
+import { awayFromWindowEnd } from '../support/window-edge.js';
 import { LONG_KEY, clientsWork } from './programs/workload.mjs';
 
 // Every runtime sluice supports runs the built package (dist/, built by `npm test`'s pretest step)
@@ -168,6 +170,42 @@ describe('every runtime runs the built package', { concurrency: true }, () => {
       );
     }
   }
+
+  it(
+    "Bun and Deno run the README's first example in a project of its own, by the commands the README gives",
+    { skip: RUNTIME_WHY.get('Bun') || RUNTIME_WHY.get('Deno') },
+    async () => {
+      const readme = (await readFile(join(root, 'README.md'), 'utf8')).replace(/\s+/g, ' ');
+      const [example = ''] = await examplesOf('README.md');
+      const commands = [/`(bun example\.ts)`/, /`(deno run -A example\.ts)`/].map((given) => given.exec(readme)?.[1]);
+      const precisely = /`deno run -A example\.ts` \(precisely: `(--allow-[^`]*)`/.exec(readme)?.[1];
+      assert.ok(commands.every(Boolean) && precisely, 'the README says how to run it with Bun and Deno');
+      commands.push(`deno run ${precisely} example.ts`);
+      // The reader's project: this build of sluice (by its exports map) and ioredis in its node_modules.
+      const dir = await mkdtemp(join(tmpdir(), 'sluice-readme-'));
+      try {
+        await mkdir(join(dir, 'node_modules'));
+        await symlink(root, join(dir, 'node_modules', 'sluice'));
+        await symlink(bin('ioredis'), join(dir, 'node_modules', 'ioredis'));
+        const dependencies = { sluice: '*', ioredis: '*' };
+        await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'module', dependencies }));
+        await writeFile(join(dir, 'example.ts'), example);
+        for (const command of commands) {
+          const [name = '', ...args] = command?.split(' ') ?? [];
+          // It counts in a window of a minute.
+          await awayFromWindowEnd(60_000, 15_000);
+          const { stdout } = await run(bin('.bin', name), args, {
+            cwd: dir,
+            timeout: 60_000,
+            env: { ...process.env, DENO_DIR: denoDir, NO_COLOR: '1', REDIS_URL: redis.url },
+          });
+          assert.equal(stdout, `${shownOutput(example).join('\n')}\n`, command);
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 /** Workers served by workerd, each in its own isolate on a free loopback port, until `stop`. */

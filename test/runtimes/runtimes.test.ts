@@ -172,29 +172,37 @@ describe('every runtime runs the built package', { concurrency: true }, () => {
   }
 
   it(
-    "Bun and Deno run the README's first example in a project of its own, by the commands the README gives",
+    "Node (through tsx), Bun and Deno run the README's first example in a project of its own, by the commands the README gives",
     { skip: RUNTIME_WHY.get('Bun') || RUNTIME_WHY.get('Deno') },
     async () => {
       const readme = (await readFile(join(root, 'README.md'), 'utf8')).replace(/\s+/g, ' ');
       const [example = ''] = await examplesOf('README.md');
-      const commands = [/`(bun example\.ts)`/, /`(deno run -A example\.ts)`/].map((given) => given.exec(readme)?.[1]);
-      const precisely = /`deno run -A example\.ts` \(precisely: `(--allow-[^`]*)`/.exec(readme)?.[1];
+      const commands = [/`(npx tsx example\.mts)`/, /`(bun example\.mts)`/, /`(deno run -A example\.mts)`/].map(
+        (given) => given.exec(readme)?.[1],
+      );
+      const precisely = /`deno run -A example\.mts` \(precisely: `(--allow-[^`]*)`/.exec(readme)?.[1];
       assert.ok(commands.every(Boolean) && precisely, 'the README says how to run it with Bun and Deno');
-      commands.push(`deno run ${precisely} example.ts`);
+      commands.push(`deno run ${precisely} example.mts`);
       // The reader's project: this build of sluice (by its exports map) and ioredis in its node_modules.
       const dir = await mkdtemp(join(tmpdir(), 'sluice-readme-'));
       try {
         await mkdir(join(dir, 'node_modules'));
         await symlink(root, join(dir, 'node_modules', 'sluice'));
         await symlink(bin('ioredis'), join(dir, 'node_modules', 'ioredis'));
+        // As `npm init -y` writes it: CommonJS, so the example is an .mts for its top-level await.
         const dependencies = { sluice: '*', ioredis: '*' };
-        await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'module', dependencies }));
-        await writeFile(join(dir, 'example.ts'), example);
+        await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'commonjs', dependencies }));
+        await writeFile(join(dir, 'example.mts'), example);
         for (const command of commands) {
           const [name = '', ...args] = command?.split(' ') ?? [];
+          // npx would look for tsx in the reader's project: this one's, run by this Node.
+          const [file, ...more] =
+            name === 'npx'
+              ? [process.execPath, bin('tsx', 'dist', 'cli.mjs'), ...args.slice(1)]
+              : [bin('.bin', name), ...args];
           // It counts in a window of a minute.
           await awayFromWindowEnd(60_000, 15_000);
-          const { stdout } = await run(bin('.bin', name), args, {
+          const { stdout } = await run(file, more, {
             cwd: dir,
             timeout: 60_000,
             env: { ...process.env, DENO_DIR: denoDir, NO_COLOR: '1', REDIS_URL: redis.url },

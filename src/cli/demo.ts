@@ -101,7 +101,10 @@ async function classicBug(redis: Redis, key: string, print: (line: string) => vo
   await naiveLimit(redis, key, 5, true);
   const allowed: boolean[] = [];
   for (let i = 0; i < 8; i++) allowed.push(await naiveLimit(redis, key, 5));
-  print(`naive after crash: ttl = ${await redis.ttl(key)} | allowed: ${allowed.join(' ')}`);
+  const ttl = await redis.ttl(key);
+  // A key without a TTL (-1) that denies now denies forever: its count only grows.
+  const fate = ttl === -1 && allowed.at(-1) === false ? ': this client is blocked forever' : '';
+  print(`naive after crash: ttl = ${ttl} | allowed: ${allowed.join(' ')}${fate}`);
   try {
     const first = await redis.call('EXPIRE', key, '60', 'NX');
     const again = await redis.call('EXPIRE', key, '60', 'NX');
@@ -154,7 +157,7 @@ async function sluiceLessons(
     for (let i = 0; i < 5; i++) taken.push((await bucket.limit(key)).allowed ? 1 : 0);
     await sleep(1100);
     taken.push((await bucket.limit(key)).allowed ? 1 : 0);
-    print(`token bucket: 5 quick calls then one after 1.1 s -> ${taken.join(' ')}`);
+    print(`token bucket: capacity 3, 1 token a second: 5 quick calls then one after 1.1 s -> ${taken.join(' ')}`);
     // GCRA at 5 per second earns one request every 200 ms: the second burst gets it once 200 ms have passed.
     print(`gcra        : allowed in 200 ms around the edge: ${evenlySpaced} of 10`);
     print(`sliding window: allowed in 200 ms around the edge: ${weighted} of 10`);

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { SluiceError, messageOf } from '../core/errors.js';
 import { EXIT, RedisRequiredError, UsageError, type CliIo, type Command } from './command.js';
@@ -14,7 +15,7 @@ const HELP = `Usage: sluice <command> [options]
 Commands:
 ${COMMANDS.map((command) => `  ${command.name.padEnd(9)} ${command.summary}`).join('\n')}
 
-Run sluice <command> --help for a command's options and examples.
+Run sluice <command> --help for a command's options and examples; sluice --version (-V) prints the version.
 
 Examples:
   sluice demo --html report.html
@@ -23,6 +24,11 @@ Examples:
   sluice serve --config ratelimit.yaml --redis redis://127.0.0.1:6379
 
 Exit codes: 0 done, 1 failed (e.g. Redis unreachable), 2 bad usage, 3 no Redis given (--redis or REDIS_URL).`;
+
+/** The installed package's version, read from its package.json by the package's own name. */
+function version(): string {
+  return (createRequire(import.meta.url)('sluice/package.json') as { version: string }).version;
+}
 
 function exitCodeOf(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
@@ -62,6 +68,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const [name, ...args] = argv;
   if (name === '--help' || name === '-h') {
     io.out(HELP);
+    return EXIT.ok;
+  }
+  if (name === '--version' || name === '-V') {
+    io.out(version());
     return EXIT.ok;
   }
   if (name === undefined) {

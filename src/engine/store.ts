@@ -1,3 +1,4 @@
+import type { StoreError } from '../core/errors.js';
 import type { Arg, Reply, Script } from './script.js';
 
 /**
@@ -26,6 +27,12 @@ export interface Store {
    * one step must share a slot there; a store without it takes any keys in one step.
    */
   readonly slotOf?: (key: string) => number;
+  /**
+   * Present on a store whose client says why it cannot reach its server (ioredis's connection
+   * errors): that reason while it holds (a refused connection), else undefined. A call that gets no
+   * reply meanwhile fails with it, a store error, rather than as a timeout.
+   */
+  readonly unreachable?: () => StoreError | undefined;
 }
 
 /**

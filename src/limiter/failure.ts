@@ -271,6 +271,8 @@ export type ReplyReader = (reply: Reply, policies: readonly Policy[]) => Decisio
  */
 interface Outages {
   readonly deadlines: Deadlines;
+  /** Why the store cannot reach its server, if it can tell (Store.unreachable). */
+  readonly unreachable: (() => StoreError | undefined) | undefined;
   readonly read: ReplyReader;
   readonly onStoreError: StoreErrorPolicy;
   recovered(): void;
@@ -321,7 +323,10 @@ abstract class Attempt<V, T> implements Pending, Settlers<T> {
   }
 
   timedOut(): void {
-    this.failWith('timeout', new StoreTimeoutError(`no reply within ${this.outages.deadlines.ms} ms`));
+    // A store that knows why no reply came (a refused connection) fails with that, not the wait.
+    const down = unreachable(this.outages);
+    if (down) this.failWith('store-error', down);
+    else this.failWith('timeout', new StoreTimeoutError(`no reply within ${this.outages.deadlines.ms} ms`));
   }
 
   private readonly replied = (value: V): void => {
@@ -347,6 +352,16 @@ abstract class Attempt<V, T> implements Pending, Settlers<T> {
   private failWith(reason: FailureReason, error: StoreError): void {
     this.outages.failed(this.operation, reason, error);
     this.fail(reason, error);
+  }
+}
+
+/** Why the guard's store cannot reach its server; undefined when it cannot tell, or breaks its contract. */
+function unreachable({ unreachable }: Outages): StoreError | undefined {
+  try {
+    const down = unreachable?.();
+    return down instanceof StoreError ? down : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -405,12 +420,14 @@ class Deciding<T> extends Attempt<Reply, T> {
 
 /**
  * Reads `timeout`, `onStoreError`, `onOutage` and `onRecovery` from the options of a limiter of
- * `policies`, whose store's replies to a limit or peek `read` makes decisions of.
+ * `policies`, whose store's replies to a limit or peek `read` makes decisions of, and whose store
+ * may say why it is `unreachable`.
  */
 export function failureGuard(
   options: Record<string, unknown>,
   policies: readonly EnginePolicy[],
   read: ReplyReader,
+  unreachable?: () => StoreError | undefined,
 ): FailureGuard {
   const timeoutMs = options.timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration('timeout', options.timeout);
   if (timeoutMs > MAX_TIMER_MS)
@@ -426,6 +443,7 @@ export function failureGuard(
 
   const outages: Outages = {
     deadlines: new Deadlines(timeoutMs),
+    unreachable,
     read,
     onStoreError,
     recovered() {

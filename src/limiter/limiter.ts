@@ -310,7 +310,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   if (o.shadow !== undefined && typeof o.shadow !== 'boolean')
     throw new InvalidOptionError('shadow', o.shadow, 'true or false');
   const shadow = o.shadow === true;
-  const guard = failureGuard(o, policies, decisionOf);
+  const guard = failureGuard(o, policies, decisionOf, store.unreachable);
   const denied =
     o.deniedCache === undefined || !policies.every((p) => p.kind.stableDenials === true)
       ? undefined

@@ -12,6 +12,7 @@ import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../engine/driver.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
 import { batchArguments, batchScript, settle, type Request } from '../engine/batch.js';
+import { watchConnection } from './connection.js';
 import { checkEviction, type MemoryInfo } from './eviction.js';
 import { ServerClock } from './server-clock.js';
 import { hashSlot } from './slot.js';
@@ -336,6 +337,7 @@ class Pending implements Request, Settlers<Reply> {
  */
 export function redisStore(client: RedisClient): Store {
   const redis = scriptClient(client);
+  const connection = watchConnection(client);
   const clock = new ServerClock();
   // Checked on the first call, when the client is connected, not at construction, when it may not be.
   let evictionChecked = false;
@@ -396,7 +398,10 @@ export function redisStore(client: RedisClient): Store {
   /** A failed call's error, typed; a late call's refusal also tells the server's time. */
   function failure(error: unknown, keys: readonly string[], lua: string): StoreError {
     const message = error instanceof Error ? error.message : '';
-    if (!message.startsWith(`${LATE} `)) return storeErrorOf(error, keys, lua);
+    if (!message.startsWith(`${LATE} `)) {
+      const typed = storeErrorOf(error, keys, lua);
+      return typed instanceof StorePermissionError ? typed : (connection?.explain(error) ?? typed);
+    }
     clock.observe(Number(message.split(' ', 2)[1]));
     return new StoreTimeoutError(`the call reached Redis after its deadline and counted nothing: ${message}`, {
       cause: error,
@@ -479,6 +484,7 @@ export function redisStore(client: RedisClient): Store {
 
   return {
     ...(cluster ? { slotOf: hashSlot } : {}),
+    ...(connection ? { unreachable: connection.failure } : {}),
     run(script, keys, args, deadline = Infinity) {
       if (!evictionChecked) {
         evictionChecked = true;

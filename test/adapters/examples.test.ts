@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import { useRedis } from '../support/redis.js';
@@ -10,13 +14,17 @@ import { get } from './apps.js';
 const root = new URL('../../', import.meta.url);
 const harness = useRedis();
 
-/** Runs an example as a user would (on the source, through tsx), until it prints where it listens. */
+/**
+ * Runs an example as a user would (on the source, through tsx; in `cwd`, this repository unless
+ * said), until it prints where it listens.
+ */
 async function runExample(
   file: string,
   redisUrl = harness.server.url,
+  { cwd = root, tsx = ['--import', 'tsx'] }: { cwd?: URL | string; tsx?: string[] } = {},
 ): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
-    cwd: root,
+  const child = spawn(process.execPath, [...tsx, file], {
+    cwd,
     env: { ...process.env, PORT: '0', REDIS_URL: redisUrl },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -82,5 +90,40 @@ describe('examples', () => {
         await server.stop();
       }
     });
+  });
+});
+
+describe('docs/middleware/nestjs.md', () => {
+  it('names, before its code, the compiler option an app of its own needs: without it the example fails to load, with the tsconfig.json shown it serves', async () => {
+    const page = await readFile(new URL('docs/middleware/nestjs.md', root), 'utf8');
+    const tsconfig = /```json\n([^]*?)```/.exec(page);
+    assert.ok(tsconfig && tsconfig.index < page.indexOf('```ts'), 'a tsconfig.json shown before the code');
+    // Outside this repository, whose own tsconfig.json sets the option; the packages linked from here.
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-nest-app-'));
+    const path = (relative: string) => fileURLToPath(new URL(relative, root));
+    try {
+      await mkdir(join(dir, 'node_modules', '@nestjs'), { recursive: true });
+      for (const name of ['ioredis', '@nestjs/common', '@nestjs/core'])
+        await symlink(path(`node_modules/${name}`), join(dir, 'node_modules', name));
+      await symlink(path('.'), join(dir, 'node_modules', 'sluice'));
+      await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
+      await copyFile(path('examples/nestjs.ts'), join(dir, 'app.ts'));
+      const tsx = [path('node_modules/tsx/dist/cli.mjs')];
+      const env = { ...process.env, PORT: '0', REDIS_URL: harness.server.url };
+      const without = await promisify(execFile)(process.execPath, [...tsx, 'app.ts'], { cwd: dir, env }).then(
+        () => ({ stderr: 'it ran' }),
+        (error: { stderr: string }) => error,
+      );
+      assert.match(without.stderr, /Cannot read properties of undefined \(reading 'value'\)/);
+      await writeFile(join(dir, 'tsconfig.json'), tsconfig[1] ?? '');
+      const example = await runExample('app.ts', harness.server.url, { cwd: dir, tsx });
+      try {
+        assert.equal((await get(`${example.url}/`, { from: '127.0.1.99' })).status, 200);
+      } finally {
+        await example.stop();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

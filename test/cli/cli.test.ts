@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { UsageError } from '../../src/cli/command.js';
@@ -224,6 +227,22 @@ describe('sluice usage and failures', () => {
     }
   });
 
+  it('demo --help names every row the demo prints', async () => {
+    const help = (await sluice(['demo', '--help'])).out.join(' ').replace(/\s+/g, ' ');
+    for (const row of [
+      'blocked forever',
+      'ten lines',
+      'Retry-After',
+      'fixed window',
+      'sliding log',
+      'GCRA',
+      'sliding window',
+      'token bucket',
+      'concurrency',
+    ])
+      assert.ok(help.includes(row), row);
+  });
+
   it('fails with one line naming the bad argument and exit code 2', async () => {
     const url = ['--redis', harness.server.url];
     const cases: [string[], RegExp][] = [
@@ -280,6 +299,17 @@ describe('sluice usage and failures', () => {
         out: [],
         err: ['sluice: cannot connect to Redis at redis://admin:***@127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1'],
       });
+    }
+  });
+
+  it("prints the package's version as the built bin, with --version and -V, from any directory", async () => {
+    const { version } = JSON.parse(await readFile('package.json', 'utf8')) as { version: string };
+    assert.match(version, /^\d+\.\d+\.\d+/);
+    for (const flag of ['--version', '-V']) {
+      const { stdout, stderr } = await promisify(execFile)(process.execPath, [resolve('dist/esm/cli/main.js'), flag], {
+        cwd: tmpdir(),
+      });
+      assert.deepEqual({ stdout, stderr }, { stdout: `${version}\n`, stderr: '' }, flag);
     }
   });
 

@@ -1,14 +1,19 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import {
   InvalidOptionError,
   StoreError,
   StorePermissionError,
+  StoreTimeoutError,
   createLimiter,
   fixedWindow,
   redisStore,
+  type StoreFailure,
 } from '../../src/index.js';
 import { clientKinds } from '../support/clients.js';
 
@@ -111,6 +116,72 @@ describe('store failures: every kind of client fails with the same typed errors'
             error.message.includes(kind),
           ),
       );
+    }
+  });
+});
+
+describe('a refused connection is named as such, not as a timeout', () => {
+  for (const [kind, connect] of [
+    ['ioredis', (url: string) => new Redis(url)],
+    ['iovalkey', (url: string) => new Valkey(url)],
+  ] as const) {
+    it(`${kind} as it comes (a command waits while it reconnects): the decision, onOutage and reset() say so; Redis decides again once it listens`, async () => {
+      const server = await startRedisServer();
+      await server.kill(); // its port now refuses connections
+      const client = connect(server.url);
+      const failures: StoreFailure[] = [];
+      const limiter = createLimiter({
+        store: redisStore(client),
+        policy: fixedWindow({ limit: 5, window: '1h' }),
+        timeout: '500ms',
+        onOutage: (failure) => failures.push(failure),
+      });
+      const refused = `sluice: store failed: connection refused by 127.0.0.1:${server.port}`;
+      try {
+        const decision = await limiter.limit('k');
+        assert.deepEqual([decision.allowed, decision.reason, decision.error?.message], [true, 'store-error', refused]);
+        assert.ok(!(decision.error instanceof StoreTimeoutError));
+        assert.equal((decision.error?.cause as NodeJS.ErrnoException).code, 'ECONNREFUSED');
+        await assert.rejects(limiter.reset('k'), { name: 'StoreError', message: refused });
+        assert.deepEqual(
+          failures.map(({ operation, reason, error }) => [operation, reason, error.message]),
+          [
+            ['limit', 'store-error', refused],
+            ['reset', 'store-error', refused],
+          ],
+        );
+        await server.restart();
+        const deadline = Date.now() + 15_000;
+        let back = await limiter.limit('k');
+        for (; back.reason !== undefined && Date.now() < deadline; back = await limiter.limit('k')) await sleep(50);
+        assert.equal(back.reason, undefined, 'decided by Redis again within 15 s of the restart');
+      } finally {
+        client.disconnect();
+        await server.stop();
+      }
+    });
+  }
+
+  it('ioredis failing fast (no offline queue): a call fails with its own error, the refused connection beside it', async () => {
+    const server = await startRedisServer();
+    await server.kill();
+    const client = new Redis(server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    try {
+      const limiter = createLimiter({
+        store: redisStore(client),
+        policy: fixedWindow({ limit: 5, window: '1h' }),
+        onOutage: () => {},
+      });
+      await once(client, 'error');
+      const decision = await limiter.limit('k');
+      assert.equal(decision.reason, 'store-error');
+      assert.match(
+        decision.error?.message ?? '',
+        /^sluice: store failed: .+ \(connection refused by 127\.0\.0\.1:\d+\)$/,
+      );
+    } finally {
+      client.disconnect();
+      await server.stop();
     }
   });
 });

@@ -214,13 +214,14 @@ describe('a fresh clone, packed and installed into an empty project', () => {
     });
   }
 
-  it('ships no source maps, whose sources are not shipped, and one build of the command', async () => {
+  it('ships its licence and changelog, no source maps, whose sources are not shipped, and one build of the command', async () => {
     const files = (await run('tar', ['-tzf', tarball])).stdout.trim().split('\n');
     assert.deepEqual(
       files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')),
       [],
     );
-    assert.ok(files.includes('package/dist/esm/cli/main.js'));
+    for (const file of ['package/dist/esm/cli/main.js', 'package/LICENSE', 'package/CHANGELOG.md'])
+      assert.ok(files.includes(file), file);
   });
 
   it('guards a Nest 10 app, the oldest Nest its peer range takes', async () => {

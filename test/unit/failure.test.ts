@@ -11,6 +11,7 @@ import {
   fixedWindow,
   memoryStore,
   type LimiterOptions,
+  type Store,
   type StoreFailure,
   type StoreRecovery,
 } from '../../src/index.js';
@@ -194,6 +195,36 @@ describe('failure policy', () => {
       for (const reject of control.pending) reject(new Error('Connection is closed'));
     });
     assert.deepEqual(unhandled, []);
+  });
+
+  it('a call with no reply while the store says why it is unreachable fails with that reason, not as a timeout', async () => {
+    const { store, control } = switchableStore();
+    control.mode = 'hang';
+    const refused = new StoreError('connection refused by 127.0.0.1:1');
+    for (const [unreachable, reason, message] of [
+      [() => refused, 'store-error', refused.message],
+      [() => undefined, 'timeout', 'sluice: store failed: no reply within 20 ms'],
+      // A custom store that breaks the contract is timed out as any other.
+      [() => new Error('not a StoreError'), 'timeout', 'sluice: store failed: no reply within 20 ms'],
+      [
+        () => {
+          throw new Error('thrown');
+        },
+        'timeout',
+        'sluice: store failed: no reply within 20 ms',
+      ],
+    ] as const) {
+      const limiter = createLimiter({
+        store: { ...store, unreachable } as Store,
+        policy,
+        timeout: '20ms',
+        onOutage: () => {},
+      });
+      const decision = await limiter.limit('k');
+      assert.deepEqual([decision.reason, decision.error?.message], [reason, message]);
+      await assert.rejects(limiter.reset('k'), { message });
+    }
+    for (const reject of control.pending) reject(new Error('Connection is closed'));
   });
 
   it('answers a reply no decision can be read from as a store error, never an unhandled rejection', async () => {

@@ -11,8 +11,10 @@ export const demo: Command = {
   summary: 'show, live, where the hand-written limiter breaks and what sluice does instead',
   help: `Usage: sluice demo [options]
 
-Runs a hand-written INCR+EXPIRE limiter into its classic bug, then shows sluice's answers:
-a 429 with Retry-After, the window-edge burst of a fixed window against a sliding log, a token bucket.
+Runs a hand-written INCR+EXPIRE limiter into its classic bug (a crash leaves its key without a
+TTL: the client is blocked forever), then shows sluice's answers in ten lines: a 429 with
+Retry-After; requests sent 100 ms either side of a window edge through a fixed window, a sliding
+log, GCRA and a sliding window; a token bucket; and a concurrency limit.
 Without --redis or REDIS_URL it starts a private redis-server (or, without one on PATH, uses memory).
 
 Options:

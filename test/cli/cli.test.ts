@@ -113,7 +113,7 @@ describe('sluice inspect', () => {
     const report = await sluiceJson(argv);
     const decision = report.decision as Record<string, number | boolean>;
     assert.deepEqual(
-      { ...report, decision: { ...decision, resetAfterMs: undefined, policies: undefined } },
+      { ...report, decision: { ...decision, resetAfterMs: undefined, policies: undefined, decidedAt: undefined } },
       {
         redis: `${harness.server.url}`,
         key: 'user:42',
@@ -127,10 +127,13 @@ describe('sluice inspect', () => {
           retryAfterMs: 0,
           resetAfterMs: undefined,
           policies: undefined,
+          decidedAt: undefined,
         },
       },
     );
     assert.ok((decision.resetAfterMs as number) > 0 && (decision.resetAfterMs as number) <= 3_600_000);
+    // Redis's clock, which is this machine's.
+    assert.ok(Math.abs((decision.decidedAt as number) - Date.now()) < 60_000, String(decision.decidedAt));
     // Inspecting again sees the same: nothing was consumed.
     assert.equal(((await sluiceJson(argv)).decision as Record<string, number>).remaining, 2);
     const text = await sluice(argv.slice(0, -2), { REDIS_URL: harness.server.url });

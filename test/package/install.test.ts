@@ -214,13 +214,20 @@ describe('a fresh clone, packed and installed into an empty project', () => {
     });
   }
 
-  it('ships its licence and changelog, no source maps, whose sources are not shipped, and one build of the command', async () => {
+  it('ships its licence, changelog, examples and proto, no source maps, whose sources are not shipped, and one build of the command', async () => {
     const files = (await run('tar', ['-tzf', tarball])).stdout.trim().split('\n');
     assert.deepEqual(
       files.filter((file) => file.endsWith('.map') || file.startsWith('package/dist/cjs/cli/')),
       [],
     );
-    for (const file of ['package/dist/esm/cli/main.js', 'package/LICENSE', 'package/CHANGELOG.md'])
+    for (const file of [
+      'package/dist/esm/cli/main.js',
+      'package/LICENSE',
+      'package/CHANGELOG.md',
+      // What the docs run and link to: `sluice serve --config node_modules/sluice/examples/service/ratelimit.yaml`.
+      'package/examples/service/ratelimit.yaml',
+      'package/src/serve/proto/ratelimit.proto',
+    ])
       assert.ok(files.includes(file), file);
   });
 

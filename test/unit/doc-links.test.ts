@@ -77,4 +77,18 @@ describe('links between the docs', () => {
     assert.ok(checked > 100, `${checked} links found`);
     assert.deepEqual(broken, []);
   });
+
+  it('every page that ships links only to what ships with it (package.json "files")', () => {
+    const files = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[] }).files;
+    const shipped = (file: string) => files.some((entry) => file === entry || file.startsWith(`${entry}/`));
+    const outside: string[] = [];
+    for (const page of pages()) {
+      for (const [, target = ''] of prose(page).matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('#')) continue;
+        const file = relative(root, resolve(root, dirname(page), decodeURI(target.split('#', 1)[0] ?? '')));
+        if (!shipped(file)) outside.push(`${page}: ${target} (${file} is not in the package)`);
+      }
+    }
+    assert.deepEqual(outside, []);
+  });
 });

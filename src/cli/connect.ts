@@ -56,6 +56,8 @@ export async function connectRedis(text: string, source: string): Promise<RedisC
     // Its INFO is one command more than the least-privilege ACL grants (docs/reliability.md), and
     // without it ioredis warns; a server still loading fails the command itself with LOADING.
     enableReadyCheck: false,
+    // CLIENT SETINFO (Redis 7.2 and later) too: refused, it is ignored but an entry in ACL LOG.
+    disableClientInfo: true,
   });
   // Commands reject with their own errors; the socket's error (ECONNREFUSED, a bad password) only
   // comes here, while connect() rejects with a bare "Connection is closed".

@@ -15,10 +15,10 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Thrown when there is no `redis-server` on PATH. */
+/** Thrown when there is no `redis-server` (or the server command given) on PATH. */
 export class RedisServerMissingError extends Error {
-  constructor() {
-    super('redis-server was not found on PATH');
+  constructor(command = 'redis-server') {
+    super(`${command} was not found on PATH`);
     this.name = 'RedisServerMissingError';
   }
 }
@@ -41,19 +41,19 @@ export function freePort(): Promise<number> {
 // A server says the first when it serves; a sentinel, which never does, the second once it runs.
 const READY = /Ready to accept connections|Sentinel ID is/;
 
-function waitUntilReady(child: ChildProcess): Promise<void> {
+function waitUntilReady(child: ChildProcess, command: string): Promise<void> {
   return new Promise((resolve, reject) => {
     let output = '';
-    const timer = setTimeout(() => fail(new Error(`redis-server did not start within 10 s:\n${output}`)), 10_000);
+    const timer = setTimeout(() => fail(new Error(`${command} did not start within 10 s:\n${output}`)), 10_000);
     function fail(error: Error) {
       clearTimeout(timer);
       child.kill('SIGKILL');
       reject(error);
     }
     child.once('error', (error: NodeJS.ErrnoException) =>
-      fail(error.code === 'ENOENT' ? new RedisServerMissingError() : error),
+      fail(error.code === 'ENOENT' ? new RedisServerMissingError(command) : error),
     );
-    child.once('exit', (code) => fail(new Error(`redis-server exited with code ${code}:\n${output}`)));
+    child.once('exit', (code) => fail(new Error(`${command} exited with code ${code}:\n${output}`)));
     child.stdout?.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       if (READY.test(output)) {
@@ -68,13 +68,14 @@ function waitUntilReady(child: ChildProcess): Promise<void> {
 }
 
 function launch(
+  command: string,
   port: number,
   dir: string,
   args: readonly string[],
   config: readonly string[],
 ): { child: ChildProcess; ready: Promise<void> } {
   const child = spawn(
-    'redis-server',
+    command,
     [
       ...config,
       '--port',
@@ -91,7 +92,7 @@ function launch(
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  return { child, ready: waitUntilReady(child) };
+  return { child, ready: waitUntilReady(child, command) };
 }
 
 /** Resolves once `child` has exited, sending it `signal` if it still runs. */
@@ -103,22 +104,23 @@ export function exited(child: ChildProcess, signal: NodeJS.Signals): Promise<voi
 }
 
 /**
- * Starts redis-server with nothing persisted, in a temporary directory removed on stop.
- * `args` are extra server options, e.g. ['--cluster-enabled', 'yes']. With `sentinel`, it runs as
- * a Sentinel (`args` then say what it monitors, e.g. ['--sentinel', 'monitor', ...]), from a
- * config file in that directory, which a Sentinel needs to record what it learns; a restart keeps it.
+ * Starts redis-server (or `command`, e.g. a valkey-server's path) with nothing persisted, in a
+ * temporary directory removed on stop. `args` are extra server options, e.g. ['--cluster-enabled', 'yes'].
+ * With `sentinel`, it runs as a Sentinel (`args` then say what it monitors, e.g. ['--sentinel', 'monitor', ...]),
+ * from a config file in that directory, which a Sentinel needs to record what it learns; a restart keeps it.
  */
 export async function startRedisServer(
   args: readonly string[] = [],
-  options: { sentinel?: boolean } = {},
+  options: { sentinel?: boolean; command?: string } = {},
 ): Promise<RedisServer> {
+  const command = options.command ?? 'redis-server';
   // Another process may take the free port between our probe and redis-server's bind: try again.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const dir = await mkdtemp(join(tmpdir(), 'sluice-redis-'));
     const config = options.sentinel ? [join(dir, 'sentinel.conf'), '--sentinel'] : [];
     if (options.sentinel) await writeFile(join(dir, 'sentinel.conf'), '');
-    let { child, ready } = launch(port, dir, args, config);
+    let { child, ready } = launch(command, port, dir, args, config);
     try {
       await ready;
     } catch (error) {
@@ -132,7 +134,7 @@ export async function startRedisServer(
       kill: () => exited(child, 'SIGKILL'),
       async restart() {
         await exited(child, 'SIGKILL');
-        ({ child, ready } = launch(port, dir, args, config));
+        ({ child, ready } = launch(command, port, dir, args, config));
         await ready;
       },
       async stop() {

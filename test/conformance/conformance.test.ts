@@ -31,7 +31,7 @@ const HOUR = 3_600_000;
 const harness = useRedis({ cluster: true });
 // tokenBucket and gcra read PEXPIRETIME where the server has it: on one without (Redis 6.2), their
 // other form. The other algorithms call no command newer than Redis 6.2.
-const olderServer = useRedis({ serverArgs: WITHOUT_PEXPIRETIME, server: 'redis without PEXPIRETIME' });
+const olderServer = useRedis({ serverArgs: WITHOUT_PEXPIRETIME, variant: 'without PEXPIRETIME' });
 const suites = [
   ...harness.cases.map((storeCase) => ({ storeCase, algorithms, whole: true })),
   ...olderServer.cases

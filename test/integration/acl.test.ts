@@ -20,6 +20,7 @@ import { redisStore } from '../../src/index.js';
 import { algorithms } from '../support/algorithms.js';
 import { checksEviction, clientKinds, type Connected } from '../support/clients.js';
 import { keysWithTtl, useRedis } from '../support/redis.js';
+import { testServer } from '../support/servers.js';
 import { awayFromWindowEnd } from '../support/window-edge.js';
 
 const HOUR = 3_600_000;
@@ -152,7 +153,10 @@ function clientsOf(username: string, password: string): { name: string; client: 
 
 const acl = await documentedAcl();
 
-describe('ACL: sluice under exactly the documented least-privilege user', () => {
+/** The clients that send CLIENT SETINFO when they connect to a server that has it (docs/reliability.md). */
+const SENDS_CLIENT_SETINFO = new Set(['ioredis', 'node-redis', 'valkey-glide']);
+
+describe(`ACL on ${testServer.name}: sluice under exactly the documented least-privilege user`, () => {
   before(async () => {
     await harness.redis.call('ACL', 'SETUSER', acl.user, ...acl.rules);
   });
@@ -198,6 +202,39 @@ describe('ACL: sluice under exactly the documented least-privilege user', () => 
     assert.equal(await runCli(['reset', 'cli', '--policy', 'fixed-window:5/1m', '--redis', url], io), 0);
     assert.equal((await limiter.peek('cli')).remaining, 5);
     assert.deepEqual(await refusals(harness.redis), []);
+  });
+
+  it('connecting refuses nothing but CLIENT SETINFO (Redis 7.2 and later), which +client|setinfo grants', async () => {
+    const login = { username: acl.user, password: acl.password };
+    /** What Redis refused each kind of client, from its connecting to its first call. */
+    const refusedOnConnect = async () => {
+      const refused: Record<string, string[][]> = {};
+      for (const [name, connect] of Object.entries(clientKinds)) {
+        await harness.redis.call('ACL', 'LOG', 'RESET');
+        const { client, close } = await connect(harness.server.port, { login });
+        // A call after the client's own commands on connecting, so that Redis has answered them.
+        await createLimiter({ store: redisStore(client), policy: fixedWindow({ limit: 1, window: HOUR }) }).peek('c');
+        await close();
+        refused[name] = await refusals(harness.redis);
+      }
+      return refused;
+    };
+    const refusing = (names: ReadonlySet<string>) =>
+      Object.fromEntries(Object.keys(clientKinds).map((n) => [n, names.has(n) ? [['command', 'client|setinfo']] : []]));
+    const [setinfo] = (await harness.redis.call('COMMAND', 'INFO', 'CLIENT|SETINFO')) as unknown[];
+    if (setinfo === null) {
+      assert.deepEqual(await refusedOnConnect(), refusing(new Set()));
+      // Redis 7.0 has no CLIENT SETINFO, and refuses a rule naming it: the documented line leaves it out.
+      await assert.rejects(harness.redis.call('ACL', 'SETUSER', acl.user, '+client|setinfo'), /Unknown command/);
+      return;
+    }
+    try {
+      assert.deepEqual(await refusedOnConnect(), refusing(SENDS_CLIENT_SETINFO));
+      await harness.redis.call('ACL', 'SETUSER', acl.user, '+client|setinfo');
+      assert.deepEqual(await refusedOnConnect(), refusing(new Set()));
+    } finally {
+      await harness.redis.call('ACL', 'SETUSER', acl.user, ...acl.rules);
+    }
   });
 
   it('a missing permission: the failure policy answers, loud and named; calls return to Redis once it is granted', async () => {

@@ -16,6 +16,7 @@ import {
   type RedisCluster,
 } from '../support/cluster.js';
 import { flushScripts, glideConfig, keysWithTtl, uniquePrefix } from '../support/redis.js';
+import { testServer } from '../support/servers.js';
 import { awayFromWindowEnd } from '../support/window-edge.js';
 import { enginePolicy } from '../../src/engine/algorithm.js';
 
@@ -26,7 +27,7 @@ async function shardOf(redis: Redis, key: string): Promise<{ master: number; rep
   return shardOfSlot(redis, Number(await redis.cluster('KEYSLOT', key)));
 }
 
-describe('Redis Cluster: failover and script cache loss', () => {
+describe(`${testServer.name} cluster: failover and script cache loss`, () => {
   let cluster: RedisCluster;
   let ioCluster: Cluster;
   let nodeCluster: ReturnType<typeof createCluster>;

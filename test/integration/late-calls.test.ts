@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import type { RedisServer } from '../../src/cli/redis-server.js';
 import {
   createLimiter,
   fixedWindow,
@@ -15,6 +15,7 @@ import { clientKinds } from '../support/clients.js';
 import { startProxy, type Proxy } from '../support/proxy.js';
 import { uniquePrefix } from '../support/redis.js';
 import { awayFromWindowEnd } from '../support/window-edge.js';
+import { startTestServer, testServer } from '../support/servers.js';
 
 const HOUR = 3_600_000;
 const LIMIT = 1_000;
@@ -26,14 +27,14 @@ interface Fault {
   end(): void | Promise<void>;
 }
 
-describe('late calls: a call answered by the failure policy counts nothing when it reaches Redis later', () => {
+describe(`late calls on ${testServer.name}: a call answered by the failure policy counts nothing when it reaches Redis later`, () => {
   let server: RedisServer;
   let proxy: Proxy;
   let admin: Redis;
   // Each scenario counts in one hour-long window across a fault.
   beforeEach(() => awayFromWindowEnd(HOUR, 30_000));
   before(async () => {
-    server = await startRedisServer(['--enable-debug-command', 'yes']);
+    server = await startTestServer(['--enable-debug-command', 'yes']);
     proxy = await startProxy(server.port);
     admin = new Redis(server.url);
   });

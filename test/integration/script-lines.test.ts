@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { CHECKED_IN, fileOf, parseName } from '../../lua/scripts.js';
-import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import type { RedisServer } from '../../src/cli/redis-server.js';
 import { callKeys } from '../../src/core/keys.js';
 import { scriptArgs, scriptFor } from '../../src/engine/driver.js';
 import {
@@ -18,6 +18,7 @@ import {
 } from '../../src/index.js';
 import { uniquePrefix, WITHOUT_PEXPIRETIME } from '../support/redis.js';
 import { enginePolicy } from '../../src/engine/algorithm.js';
+import { startTestServer, testServer } from '../support/servers.js';
 
 /** A policy of each algorithm, by the name its policy reports: one request admitted, the next denied. */
 const POLICIES: ReadonlyMap<string, Policy> = new Map(
@@ -40,7 +41,7 @@ function useServer(args: readonly string[] = []) {
   let admin: Redis | undefined;
   let user: Redis | undefined;
   before(async () => {
-    server = await startRedisServer(args);
+    server = await startTestServer(args);
     admin = new Redis(server.url);
     await admin.call('ACL', 'SETUSER', USER, 'on', `>${PASSWORD}`, '~*', '+@all');
     user = new Redis(server.url, { username: USER, password: PASSWORD });
@@ -73,7 +74,7 @@ function scriptLine(error: unknown): { sha: string; line: number } | undefined {
 const newer = useServer();
 const older = useServer(WITHOUT_PEXPIRETIME);
 
-describe('the line a Redis error names is the line of the checked-in script', () => {
+describe(`the line a ${testServer.name} error names is the line of the checked-in script`, () => {
   for (const name of CHECKED_IN) {
     const { algorithms, batch, withoutPexpiretime } = parseName(name);
     it(`lua/${fileOf(name)}: each command refused, the error names the script and a line calling it`, async () => {

@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
-import { freePort, startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { freePort, type RedisServer } from '../../src/cli/redis-server.js';
+import { startTestServer, testServer } from './servers.js';
 
 const run = promisify(execFile);
 
@@ -22,7 +23,7 @@ export interface RedisCluster {
 async function startNode(): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startRedisServer([
+      return await startTestServer([
         '--cluster-enabled',
         'yes',
         '--cluster-port',
@@ -137,11 +138,11 @@ export function clusterSettled(nodes: readonly RedisServer[]): Promise<boolean> 
   }).then((states) => states.every(Boolean));
 }
 
-/** Starts `masters` masters and as many replicas, joins them with redis-cli and waits until the cluster is settled. */
+/** Starts `masters` masters and as many replicas (of the test server), joins them with its cli and waits until the cluster is settled. */
 export async function startRedisCluster(masters = 3): Promise<RedisCluster> {
   const nodes = await Promise.all(Array.from({ length: masters * 2 }, startNode));
   try {
-    await run('redis-cli', [
+    await run(testServer.cli, [
       '--cluster',
       'create',
       ...nodes.map((n) => `127.0.0.1:${n.port}`),

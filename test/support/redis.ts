@@ -7,9 +7,10 @@ import { Cluster, Redis } from 'ioredis';
 import { Cluster as ValkeyCluster, Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { serverClockOffset } from '../../src/cli/demo.js';
-import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import type { RedisServer } from '../../src/cli/redis-server.js';
 import { memoryStore, redisStore, type Store } from '../../src/index.js';
 import { nodesOf, startRedisCluster, type RedisCluster } from './cluster.js';
+import { startTestServer, testServer } from './servers.js';
 import { startUpstashBridge, type UpstashBridge } from './upstash.js';
 
 // glide logs every error reply at WARN (the NOSCRIPT after each SCRIPT FLUSH, say): the tests
@@ -49,14 +50,16 @@ export interface Harness {
 }
 
 /**
- * Starts a private redis-server for this test file (stopped after it) and opens, on it, one
- * client of each kind sluice supports (@upstash/redis through a bridge speaking Upstash's REST API). With `cluster`, also a private Redis Cluster (3 masters,
- * 3 replicas) and a cluster client of each kind. The cases are known when tests are declared;
+ * Starts a private server for this test file (stopped after it; testServer: the redis-server on
+ * PATH unless SLUICE_SERVER names another) and opens, on it, one client of each kind sluice
+ * supports (@upstash/redis through a bridge speaking Upstash's REST API). With `cluster`, also a
+ * private cluster (3 masters, 3 replicas) and a cluster client of each kind. The cases are known when tests are declared;
  * their stores and clients are ready once `before` has run. `serverArgs` go to the standalone
- * server (e.g. WITHOUT_PEXPIRETIME), whose cases are then named `server` (default 'redis').
+ * server (e.g. WITHOUT_PEXPIRETIME), whose cases are then named after the server and `variant`
+ * (e.g. 'redis without PEXPIRETIME').
  */
 export function useRedis(
-  options: { cluster?: boolean; serverArgs?: readonly string[]; server?: string } = {},
+  options: { cluster?: boolean; serverArgs?: readonly string[]; variant?: string } = {},
 ): Harness {
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
@@ -76,7 +79,7 @@ export function useRedis(
     return value;
   };
   before(async () => {
-    server = await startRedisServer(options.serverArgs);
+    server = await startTestServer(options.serverArgs);
     redis = new Redis(server.url);
     nodeRedis = createClient({ url: server.url });
     await nodeRedis.connect();
@@ -127,6 +130,7 @@ export function useRedis(
       return clockOffsetMs;
     },
   });
+  const standalone = options.variant ? `${testServer.name} ${options.variant}` : testServer.name;
   return {
     get server() {
       return ready(server);
@@ -135,31 +139,34 @@ export function useRedis(
       return ready(redis);
     },
     cases: [
-      { name: 'memory', inRedis: false, store: () => memoryStore(), redis: undefined, clockOffsetMs: 0 },
-      redisCase(`${options.server ?? 'redis'} (ioredis)`, () => redisStore(ready(redis))),
-      redisCase(`${options.server ?? 'redis'} (node-redis)`, () => redisStore(ready(nodeRedis))),
-      redisCase(`${options.server ?? 'redis'} (iovalkey)`, () => redisStore(ready(valkey))),
-      redisCase(`${options.server ?? 'redis'} (valkey-glide)`, () => redisStore(ready(glide))),
-      redisCase(`${options.server ?? 'redis'} (@upstash/redis over REST)`, () => redisStore(ready(upstash))),
+      // The memory store does not depend on the server: it runs beside the redis-server on PATH alone.
+      ...(testServer.matrix
+        ? []
+        : [{ name: 'memory', inRedis: false, store: () => memoryStore(), redis: undefined, clockOffsetMs: 0 }]),
+      redisCase(`${standalone} (ioredis)`, () => redisStore(ready(redis))),
+      redisCase(`${standalone} (node-redis)`, () => redisStore(ready(nodeRedis))),
+      redisCase(`${standalone} (iovalkey)`, () => redisStore(ready(valkey))),
+      redisCase(`${standalone} (valkey-glide)`, () => redisStore(ready(glide))),
+      redisCase(`${standalone} (@upstash/redis over REST)`, () => redisStore(ready(upstash))),
       ...(options.cluster
         ? [
             redisCase(
-              'redis cluster (ioredis)',
+              `${testServer.name} cluster (ioredis)`,
               () => redisStore(ready(ioCluster)),
               () => ioCluster,
             ),
             redisCase(
-              'redis cluster (node-redis)',
+              `${testServer.name} cluster (node-redis)`,
               () => redisStore(ready(nodeCluster)),
               () => ioCluster,
             ),
             redisCase(
-              'redis cluster (iovalkey)',
+              `${testServer.name} cluster (iovalkey)`,
               () => redisStore(ready(valkeyCluster)),
               () => ioCluster,
             ),
             redisCase(
-              'redis cluster (valkey-glide)',
+              `${testServer.name} cluster (valkey-glide)`,
               () => redisStore(ready(glideCluster)),
               () => ioCluster,
             ),

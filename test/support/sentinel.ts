@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import type { RedisServer } from '../../src/cli/redis-server.js';
 import { onEachNode, waitFor } from './cluster.js';
+import { startTestServer } from './servers.js';
 
 /** The name the Sentinels know the master by. */
 export const MASTER_NAME = 'sluice';
@@ -55,9 +56,9 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
     await Promise.all(started.map((server) => server.stop()));
   };
   try {
-    const master = await startRedisServer(['--repl-diskless-sync-delay', '0']);
+    const master = await startTestServer(['--repl-diskless-sync-delay', '0']);
     started.push(master);
-    const replica = await startRedisServer([
+    const replica = await startTestServer([
       '--repl-diskless-sync-delay',
       '0',
       '--replicaof',
@@ -70,7 +71,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       ...['--sentinel', 'down-after-milliseconds', MASTER_NAME, '1000'],
       ...['--sentinel', 'failover-timeout', MASTER_NAME, '5000'],
     ];
-    const sentinels = await Promise.all([1, 2, 3].map(() => startRedisServer(sentinelArgs, { sentinel: true })));
+    const sentinels = await Promise.all([1, 2, 3].map(() => startTestServer(sentinelArgs, { sentinel: true })));
     started.push(...sentinels);
     const servers = [master, replica];
     const group: SentinelGroup = {

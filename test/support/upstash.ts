@@ -52,13 +52,15 @@ export async function startUpstashBridge(
   login?: { username: string; password: string },
 ): Promise<UpstashBridge> {
   const token = randomUUID();
-  // A dead Redis fails each request at once, as a REST API answers rather than holds it. No ready
-  // check: it asks INFO, which `login` may not be allowed.
+  // A dead Redis fails each request at once, as a REST API answers rather than holds it. Nothing
+  // but the requests' commands, as Upstash runs: no ready check (INFO) nor CLIENT SETINFO (Redis
+  // 7.2 and later), which `login` may not be allowed.
   const redis = new Redis(redisPort, '127.0.0.1', {
     ...login,
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     enableReadyCheck: false,
+    disableClientInfo: true,
   });
   redis.on('error', () => undefined);
   await once(redis, 'ready');

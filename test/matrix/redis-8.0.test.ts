@@ -1,0 +1,3 @@
+import { runOnServer } from '../support/matrix.js';
+
+runOnServer('redis-8.0');

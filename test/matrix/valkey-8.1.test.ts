@@ -1,0 +1,3 @@
+import { runOnServer } from '../support/matrix.js';
+
+runOnServer('valkey-8.1');

@@ -65,7 +65,8 @@ export interface Decision {
   readonly error?: StoreError;
   /**
    * When the store decided, by its clock (the Redis server's), in ms since the epoch; absent for a
-   * decision made without it (`reason`). refund({ decision }) gives back to what it charged then.
+   * decision made without it (`reason`); for a denial from the denied-key cache, the store's time
+   * then, from the time elapsed since. refund({ decision }) gives back to what it charged then.
    */
   readonly decidedAt?: number;
 }

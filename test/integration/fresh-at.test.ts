@@ -100,7 +100,7 @@ for (const { name, policy: build } of cases) {
       const lua = `${scriptFor([policy.kind]).setup}
 local now, p = tonumber(ARGV[1]), { ${policy.params.join(', ')} }
 local allowed, remaining, reset, retry = ALG.${id}.decide(KEYS[1], 1, now, p, false, {})
-return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 1, now, p) and 1 or 0 }`;
+return { allowed and 1 or 0, remaining, reset, retry, ALG.${id}.refund(KEYS[1], 1, now, p, 0) and 1 or 0 }`;
       const [seconds] = await harness.redis.time();
       const expiry = (Number(seconds) + 60) * 1000;
       await harness.redis.call('SET', key, perMs - 1, 'PXAT', expiry);

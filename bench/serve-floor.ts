@@ -22,7 +22,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttp2Server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { rateLimitService } from '../src/serve/grpc.js';
+import { rateLimitService } from '../test/support/rls.js';
 
 export type FloorKind = 'grpc-js' | 'http2' | 'http';
 

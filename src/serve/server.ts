@@ -5,15 +5,25 @@ import { fixedWindow } from '../algorithms/fixed-window.js';
 import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError, messageOf } from '../core/errors.js';
+import { asLocalStore } from '../engine/store.js';
 import { validPrefix } from '../core/keys.js';
 import { createLimiter } from '../limiter/limiter.js';
 import { optionsObject } from '../core/validate.js';
 import type { Store } from '../engine/store.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
-import { startGrpc, stopGrpc } from './grpc.js';
+import { GrpcError, startGrpc, Status, stopGrpc, type Method } from './grpc.js';
+import { Health, RATE_LIMIT_SERVICE } from './health.js';
 import { startHttp, stopHttp } from './http.js';
 import { Metrics } from './metrics.js';
-import { decide, Rules, type LimiterSettings, type RateLimitRequest, type RateLimitResponse } from './service.js';
+import { decodeRateLimitRequest, encodeRateLimitResponse } from './protobuf.js';
+import {
+  BadRequestError,
+  decide,
+  Rules,
+  type LimiterSettings,
+  type RateLimitRequest,
+  type RateLimitResponse,
+} from './service.js';
 
 export interface ServeOptions {
   /** A configuration file in envoyproxy/ratelimit's YAML, or a directory of them (merged per domain). */
@@ -53,7 +63,10 @@ export interface SluiceServer {
   readonly config: ServeConfig;
   /** Reads the configuration again; resolves true if it took effect, false if it was refused (the old one serves on). */
   reload(): Promise<boolean>;
-  /** Stops listening, and resolves once every call in flight is answered. The store is the caller's to close. */
+  /**
+   * Stops: health checks answer NOT_SERVING, the gRPC port takes no more calls, then the HTTP port
+   * none; resolves once every call in flight is answered. The store is the caller's to close.
+   */
   close(): Promise<void>;
 }
 
@@ -89,6 +102,37 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
   return value;
 }
 
+/**
+ * `store`, as the service's limiters use it: a step asked while `during` runs must take effect
+ * before that deadline (a performance.now() time) too, or count nothing. The limiters ask the store
+ * in the same turn as a decision starts, so a gRPC call's deadline reaches every step of its
+ * decision; a step asked later (a refund) keeps its own.
+ */
+function withCallDeadlines(store: Store): { store: Store; during<T>(deadline: number, decide: () => T): T } {
+  let current = Infinity;
+  const wrapped: Store = {
+    run: (script, keys, args, deadline = Infinity) => store.run(script, keys, args, Math.min(deadline, current)),
+    ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
+  };
+  return {
+    store: store.runLocal === undefined ? wrapped : asLocalStore(wrapped, store.runLocal),
+    during(deadline, decide) {
+      current = deadline;
+      try {
+        return decide();
+      } finally {
+        current = Infinity;
+      }
+    },
+  };
+}
+
+/** What a failed decision answers over gRPC: a bad request is INVALID_ARGUMENT, the rest INTERNAL. */
+function grpcErrorOf(error: unknown): never {
+  if (error instanceof GrpcError) throw error;
+  throw new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
+}
+
 function summary(config: ServeConfig): string {
   const rules = [...config.domains.values()].reduce(
     (sum, domain) => sum + [...nodesOf(domain.root)].filter((n) => n.limits.length > 0 || n.unlimited).length,
@@ -121,8 +165,9 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     throw new InvalidOptionError('log', o.log, 'a function taking one line');
   const log = (o.log as ServeOptions['log']) ?? (() => undefined);
   if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
+  const deadlines = withCallDeadlines(o.store as Store);
   const settings: LimiterSettings = {
-    store: o.store as Store,
+    store: deadlines.store,
     prefix: validPrefix(o.prefix),
     ...(o.timeout === undefined ? {} : { timeout: o.timeout as Duration }),
     ...(o.onStoreError === undefined ? {} : { onStoreError: o.onStoreError }),
@@ -130,11 +175,18 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
   };
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
-  const health = createLimiter({
+  const probe = createLimiter({
     ...settings,
+    store: o.store as Store,
     policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
     onOutage: () => undefined,
   });
+  // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
+  const health = new Health(async () =>
+    settings.onStoreError === 'deny' && (await probe.peek('healthcheck')).reason !== undefined
+      ? 'the store is failing, and the service denies then'
+      : undefined,
+  );
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);
 
@@ -148,15 +200,25 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
         metrics.inFlight(transport, -1);
       }
     };
-  const grpc = await startGrpc(decideBy('grpc'), host, grpcPort);
+  const decideGrpc = decideBy('grpc');
+  const rateLimit: Method = {
+    kind: 'unary',
+    answer: (message, deadline) => {
+      const request = decodeRateLimitRequest(message);
+      return deadlines.during(deadline, () => decideGrpc(request)).then(encodeRateLimitResponse, grpcErrorOf);
+    },
+  };
+  const grpc = await startGrpc(
+    new Map([[`/${RATE_LIMIT_SERVICE}/ShouldRateLimit`, rateLimit], ...health.methods()]),
+    host,
+    grpcPort,
+  );
   let http;
   try {
     http = await startHttp(
       {
         decide: decideBy('http'),
-        // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
-        healthy: async () =>
-          (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
+        unhealthy: () => health.check(),
         metrics: () => metrics.render(),
         rlconfig: () => describeConfig(rules.config),
       },
@@ -164,7 +226,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       httpPort,
     );
   } catch (error) {
-    await stopGrpc(grpc.server);
+    health.stop();
+    await stopGrpc(grpc);
     throw error;
   }
 
@@ -214,7 +277,10 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     async close() {
       watcher?.close();
       clearTimeout(settle);
-      await Promise.all([stopGrpc(grpc.server), stopHttp(httpServer)]);
+      // Health checks say NOT_SERVING from here on; the HTTP port answers them until gRPC's calls are done.
+      health.stop();
+      await stopGrpc(grpc);
+      await stopHttp(httpServer);
       await reloading;
     },
   };

@@ -1,8 +1,27 @@
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { rateLimitService } from '../../src/serve/grpc.js';
+import { loadSync } from '@grpc/proto-loader';
+
+/** The .proto sluice serve speaks, which its users' clients load. */
+const PROTO_PATH = fileURLToPath(new URL('../../src/serve/proto/ratelimit.proto', import.meta.url));
+
+/** RateLimitService for a @grpc/grpc-js client or server: fields in camelCase, enums by name, 64-bit integers as numbers. */
+export function rateLimitService(): grpc.ServiceClientConstructor {
+  const definition = loadSync(PROTO_PATH, {
+    keepCase: false,
+    longs: Number,
+    enums: String,
+    defaults: false,
+    oneofs: true,
+  });
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
+  };
+  return loaded.envoy.service.ratelimit.v3.RateLimitService;
+}
 
 /** A RateLimitResponse as @grpc/proto-loader decodes it (camelCase, enums by name). */
 export interface WireResponse {

@@ -142,8 +142,8 @@ function methodOf(methods: ReadonlyMap<string, Method>, headers: IncomingHttpHea
 
 /** A call being read, then answered; kept on its stream, so that the stream's listeners are shared functions. */
 class Call {
-  /** The request's bytes so far, and how many. */
-  readonly chunks: Buffer[] = [];
+  /** The request's bytes so far (most requests come in one chunk), and how many. */
+  received: Buffer | Buffer[] | undefined;
   size = 0;
   /** The request message's length, once its header is read. */
   length: number | undefined;
@@ -179,9 +179,16 @@ class Call {
     else this.finish(Status.UNKNOWN, error instanceof Error ? error.message : String(error));
   }
 
+  /** The request's bytes, in one buffer. */
+  bytes(): Buffer {
+    const { received } = this;
+    if (received === undefined) return Buffer.alloc(0);
+    return Array.isArray(received) ? (this.received = Buffer.concat(received)) : received;
+  }
+
   /** Reads the request message's header once it is here; fails the call for one sluice does not read. */
   readHeader(): void {
-    const header = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
+    const header = this.bytes();
     const flag = header[0] as number;
     if (flag === 1) {
       if (this.encoding === undefined || this.encoding === 'identity')
@@ -211,7 +218,10 @@ type CallStream = ServerHttp2Stream & { [CALL]: Call };
 function onData(this: CallStream, chunk: Buffer): void {
   const call = this[CALL];
   if (call.done) return;
-  call.chunks.push(chunk);
+  const { received } = call;
+  if (received === undefined) call.received = chunk;
+  else if (Array.isArray(received)) received.push(chunk);
+  else call.received = [received, chunk];
   call.size += chunk.length;
   if (call.length === undefined && call.size >= 5) call.readHeader();
   if (call.length !== undefined && call.size > 5 + call.length)
@@ -224,8 +234,7 @@ function onEnd(this: CallStream): void {
   if (call.length === undefined || call.size !== 5 + call.length)
     return call.finish(Status.INTERNAL, 'grpc: the call ended without a whole request message');
   if (performance.now() >= call.deadline) return call.finish(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
-  const received = call.chunks.length === 1 ? (call.chunks[0] as Buffer) : Buffer.concat(call.chunks);
-  const message = received.subarray(5);
+  const message = call.bytes().subarray(5);
   if (call.method.kind === 'server-streaming') return startStreaming(call, call.method, message);
   let answered: Promise<Buffer>;
   try {
@@ -292,11 +301,12 @@ function onStream(methods: ReadonlyMap<string, Method>, stream: ServerHttp2Strea
   }
   const call = new Call(stream, method, deadline, headers['grpc-encoding'] as string | undefined);
   (stream as CallStream)[CALL] = call;
-  if (deadline !== Infinity) call.timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()), call);
   stream.on('data', onData);
   stream.on('end', onEnd);
   stream.on('wantTrailers', onWantTrailers);
-  stream.on('close', onClose);
+  // Only a timer to clear, or a stream to stop writing to, needs to hear the call end.
+  if (deadline !== Infinity) call.timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()), call);
+  if (deadline !== Infinity || method.kind === 'server-streaming') stream.on('close', onClose);
 }
 
 /** A gRPC server on node:http2, and its open connections (to close them on stop). */

@@ -103,28 +103,22 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
 }
 
 /**
- * `store`, as the service's limiters use it: a step asked while `during` runs must take effect
- * before that deadline (a performance.now() time) too, or count nothing. The limiters ask the store
- * in the same turn as a decision starts, so a gRPC call's deadline reaches every step of its
- * decision; a step asked later (a refund) keeps its own.
+ * `store`, as the service's limiters use it: a step asked while `deadline` is set must take effect
+ * before it (a performance.now() time) too, or count nothing. The limiters ask the store in the
+ * same turn as a decision starts, so a gRPC call's deadline, set around that start, reaches every
+ * step of its decision; a step asked later (a refund) keeps its own.
  */
-function withCallDeadlines(store: Store): { store: Store; during<T>(deadline: number, decide: () => T): T } {
-  let current = Infinity;
-  const wrapped: Store = {
-    run: (script, keys, args, deadline = Infinity) => store.run(script, keys, args, Math.min(deadline, current)),
-    ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
+function withCallDeadlines(store: Store): { readonly store: Store; deadline: number } {
+  const deadlines = {
+    deadline: Infinity,
+    store: {
+      run: (script, keys, args, deadline = Infinity) =>
+        store.run(script, keys, args, Math.min(deadline, deadlines.deadline)),
+      ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
+    } as Store,
   };
-  return {
-    store: store.runLocal === undefined ? wrapped : asLocalStore(wrapped, store.runLocal),
-    during(deadline, decide) {
-      current = deadline;
-      try {
-        return decide();
-      } finally {
-        current = Infinity;
-      }
-    },
-  };
+  if (store.runLocal !== undefined) asLocalStore(deadlines.store, store.runLocal);
+  return deadlines;
 }
 
 /** What a failed decision answers over gRPC: a bad request is INVALID_ARGUMENT, the rest INTERNAL. */
@@ -165,9 +159,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     throw new InvalidOptionError('log', o.log, 'a function taking one line');
   const log = (o.log as ServeOptions['log']) ?? (() => undefined);
   if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
-  const deadlines = withCallDeadlines(o.store as Store);
-  const settings: LimiterSettings = {
-    store: deadlines.store,
+  let settings: LimiterSettings = {
+    store: o.store as Store,
     prefix: validPrefix(o.prefix),
     ...(o.timeout === undefined ? {} : { timeout: o.timeout as Duration }),
     ...(o.onStoreError === undefined ? {} : { onStoreError: o.onStoreError }),
@@ -177,7 +170,6 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
   const probe = createLimiter({
     ...settings,
-    store: o.store as Store,
     policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
     onOutage: () => undefined,
   });
@@ -187,25 +179,32 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       ? 'the store is failing, and the service denies then'
       : undefined,
   );
+  const deadlines = withCallDeadlines(settings.store);
+  settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);
 
-  const decideBy =
-    (transport: 'grpc' | 'http') =>
-    async (request: RateLimitRequest): Promise<RateLimitResponse> => {
-      metrics.inFlight(transport, 1);
-      try {
-        return await decide(rules, request, { shadow, headers, metrics });
-      } finally {
-        metrics.inFlight(transport, -1);
-      }
-    };
-  const decideGrpc = decideBy('grpc');
+  // The gRPC path without closures per call: the in-flight gauge is taken back in the handlers.
+  const decideOptions = { shadow, headers, metrics };
+  const answered = (response: RateLimitResponse) => {
+    metrics.inFlight('grpc', -1);
+    return encodeRateLimitResponse(response);
+  };
+  const failed = (error: unknown) => {
+    metrics.inFlight('grpc', -1);
+    return grpcErrorOf(error);
+  };
   const rateLimit: Method = {
     kind: 'unary',
-    answer: (message, deadline) => {
+    answer(message, deadline) {
       const request = decodeRateLimitRequest(message);
-      return deadlines.during(deadline, () => decideGrpc(request)).then(encodeRateLimitResponse, grpcErrorOf);
+      metrics.inFlight('grpc', 1);
+      deadlines.deadline = deadline;
+      try {
+        return decide(rules, request, decideOptions).then(answered, failed);
+      } finally {
+        deadlines.deadline = Infinity;
+      }
     },
   };
   const grpc = await startGrpc(
@@ -217,7 +216,14 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   try {
     http = await startHttp(
       {
-        decide: decideBy('http'),
+        decide: async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+          metrics.inFlight('http', 1);
+          try {
+            return await decide(rules, request, decideOptions);
+          } finally {
+            metrics.inFlight('http', -1);
+          }
+        },
         unhealthy: () => health.check(),
         metrics: () => metrics.render(),
         rlconfig: () => describeConfig(rules.config),

@@ -76,7 +76,8 @@ class Reader {
     if (!this.more) return 0;
     let high = this.high;
     for (let shift = 3; ; shift += 7) {
-      if (shift > 66) throw new MalformedMessageError('a varint longer than 10 bytes');
+      // Bytes 6 to 10 hold bits 35 to 63: an 11th is too many.
+      if (shift > 31) throw new MalformedMessageError('a varint longer than 10 bytes');
       const byte = this.byte();
       high += (byte & 0x7f) * 2 ** shift;
       if (byte < 0x80) return high;

@@ -7,6 +7,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { Deadlines, type Pending } from '../limiter/failure.js';
 
 // gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md), as much as a server of unary and
 // server-streaming calls needs, on node:http2: its HTTP/2 (framing, HPACK, flow control) is
@@ -104,12 +105,20 @@ function refuse(stream: ServerHttp2Stream, code: number, message: string, httpSt
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR);
 }
 
-/** The deadline grpc-timeout sets (a performance.now() time), Infinity without one; throws GrpcError if malformed. */
-function deadlineOf(timeout: string | undefined): number {
-  if (timeout === undefined) return Infinity;
+// A client sends the same grpc-timeout on every call (Envoy: its filter's `timeout`), so the calls
+// of one value fall due in the order they came: one queue and timer each (see Deadlines), for up
+// to this many values; a call of another value gets a queue of its own.
+const MOST_TIMEOUTS = 64;
+
+/** The deadlines of the calls of each grpc-timeout value; throws GrpcError for a malformed one. */
+function deadlinesOf(byTimeout: Map<string, Deadlines>, timeout: string): Deadlines {
+  let deadlines = byTimeout.get(timeout);
+  if (deadlines !== undefined) return deadlines;
   const parsed = TIMEOUT.exec(timeout);
   if (parsed === null) throw new GrpcError(Status.INTERNAL, `malformed grpc-timeout: ${JSON.stringify(timeout)}`);
-  return performance.now() + Number(parsed[1]) * (TIMEOUT_MS[parsed[2] as string] as number);
+  deadlines = new Deadlines(Number(parsed[1]) * (TIMEOUT_MS[parsed[2] as string] as number));
+  if (byTimeout.size < MOST_TIMEOUTS) byTimeout.set(timeout, deadlines);
+  return deadlines;
 }
 
 /**
@@ -118,7 +127,7 @@ function deadlineOf(timeout: string | undefined): number {
  */
 function methodOf(methods: ReadonlyMap<string, Method>, headers: IncomingHttpHeaders): Method {
   const contentType = headers['content-type'];
-  if (contentType === undefined || !GRPC_CONTENT_TYPE.test(contentType))
+  if (contentType !== 'application/grpc' && (contentType === undefined || !GRPC_CONTENT_TYPE.test(contentType)))
     throw Object.assign(
       new GrpcError(Status.INTERNAL, `content-type must be application/grpc; got ${JSON.stringify(contentType)}`),
       { httpStatus: 415 },
@@ -140,33 +149,63 @@ function methodOf(methods: ReadonlyMap<string, Method>, headers: IncomingHttpHea
   );
 }
 
-/** A call being read, then answered; kept on its stream, so that the stream's listeners are shared functions. */
-class Call {
+/**
+ * A call being read, then answered. It is kept on its stream, so that the stream's listeners are
+ * shared functions, and in its grpc-timeout's queue while it has a deadline.
+ */
+class Call implements Pending {
   /** The request's bytes so far (most requests come in one chunk), and how many. */
   received: Buffer | Buffer[] | undefined;
   size = 0;
   /** The request message's length, once its header is read. */
   length: number | undefined;
-  timer: ReturnType<typeof setTimeout> | undefined;
-  /** Answered, failed or gone: nothing more is sent. */
+  /** Its deadline (a performance.now() time), set by its queue; Infinity without one. */
+  due = Infinity;
+  /** Answered, failed or past its deadline: nothing more is sent. */
   done = false;
   trailers: Record<string, string> = OK_TRAILERS;
 
   constructor(
     readonly stream: ServerHttp2Stream,
     readonly method: Method,
-    readonly deadline: number,
+    private readonly deadlines: Deadlines | undefined,
     readonly encoding: string | undefined,
-  ) {}
+  ) {
+    deadlines?.add(this);
+  }
+
+  /** Marks the call done; false if it already was. */
+  private settle(): boolean {
+    if (this.deadlines !== undefined) return this.deadlines.finish(this);
+    if (this.done) return false;
+    this.done = true;
+    return true;
+  }
+
+  /** Sends a unary call's answer, unless the call is done. */
+  answer(message: Buffer): void {
+    if (!this.settle()) return;
+    const { stream } = this;
+    if (stream.closed || stream.destroyed) return;
+    stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
+    stream.end(message);
+  }
+
+  /** Ends the call with a status, unless it is done (see end). */
+  finish(code: number, message: string, extra?: Record<string, string>): void {
+    if (this.settle()) this.end(code, message, extra);
+  }
+
+  /** Called by the queue, which has marked the call done, at its deadline. */
+  timedOut(): void {
+    this.end(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
+  }
 
   /**
    * Ends the call with a status: in its trailers after what it sent, or in trailers alone when it
    * sent nothing. `extra`: more fields for trailers alone.
    */
-  finish(code: number, message: string, extra?: Record<string, string>): void {
-    if (this.done) return;
-    this.done = true;
-    clearTimeout(this.timer);
+  private end(code: number, message: string, extra?: Record<string, string>): void {
     const { stream } = this;
     if (!stream.headersSent) return refuse(stream, code, message, 200, extra);
     this.trailers = statusTrailers(code, message);
@@ -233,42 +272,23 @@ function onEnd(this: CallStream): void {
   if (call.done) return;
   if (call.length === undefined || call.size !== 5 + call.length)
     return call.finish(Status.INTERNAL, 'grpc: the call ended without a whole request message');
-  if (performance.now() >= call.deadline) return call.finish(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
+  if (performance.now() >= call.due) return call.finish(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
   const message = call.bytes().subarray(5);
   if (call.method.kind === 'server-streaming') return startStreaming(call, call.method, message);
   let answered: Promise<Buffer>;
   try {
-    answered = call.method.answer(message, call.deadline);
+    answered = call.method.answer(message, call.due);
   } catch (error) {
     answered = Promise.reject(error);
   }
   answered.then(
-    (answer) => {
-      if (call.done) return;
-      call.done = true;
-      clearTimeout(call.timer);
-      const { stream } = call;
-      if (stream.closed || stream.destroyed) return;
-      stream.respond(RESPONSE_HEADERS, WITH_TRAILERS);
-      stream.end(answer);
-    },
+    (answer) => call.answer(answer),
     (error: unknown) => call.failWith(error),
   );
 }
 
-function onDeadline(call: Call): void {
-  call.timer = undefined;
-  call.finish(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
-}
-
 function onWantTrailers(this: CallStream): void {
   this.sendTrailers(this[CALL].trailers);
-}
-
-function onClose(this: CallStream): void {
-  const call = this[CALL];
-  call.done = true;
-  clearTimeout(call.timer);
 }
 
 function startStreaming(call: Call, method: StreamingMethod, request: Buffer): void {
@@ -277,7 +297,7 @@ function startStreaming(call: Call, method: StreamingMethod, request: Buffer): v
   try {
     method.start(request, {
       write(message) {
-        if (!call.done) stream.write(message);
+        if (!call.done && !stream.closed && !stream.destroyed) stream.write(message);
       },
       end: (code, message = '') => call.finish(code, message),
       onEnd: (listener) => void stream.once('close', listener),
@@ -287,26 +307,30 @@ function startStreaming(call: Call, method: StreamingMethod, request: Buffer): v
   }
 }
 
-function onStream(methods: ReadonlyMap<string, Method>, stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+/** The server's state that calls share: its methods, and the deadlines of each grpc-timeout. */
+interface Served {
+  readonly methods: ReadonlyMap<string, Method>;
+  readonly byTimeout: Map<string, Deadlines>;
+}
+
+function onStream(served: Served, stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
   // A client's RST_STREAM with an error code arrives as an error on the stream; the call just ends.
   stream.on('error', ignore);
   let method: Method;
-  let deadline: number;
+  let deadlines: Deadlines | undefined;
   try {
-    method = methodOf(methods, headers);
-    deadline = deadlineOf(headers['grpc-timeout'] as string | undefined);
+    method = methodOf(served.methods, headers);
+    const timeout = headers['grpc-timeout'] as string | undefined;
+    deadlines = timeout === undefined ? undefined : deadlinesOf(served.byTimeout, timeout);
   } catch (error) {
     const { code, message, httpStatus } = error as GrpcError & { httpStatus?: number };
     return refuse(stream, code, message, httpStatus);
   }
-  const call = new Call(stream, method, deadline, headers['grpc-encoding'] as string | undefined);
+  const call = new Call(stream, method, deadlines, headers['grpc-encoding'] as string | undefined);
   (stream as CallStream)[CALL] = call;
   stream.on('data', onData);
   stream.on('end', onEnd);
   stream.on('wantTrailers', onWantTrailers);
-  // Only a timer to clear, or a stream to stop writing to, needs to hear the call end.
-  if (deadline !== Infinity) call.timer = setTimeout(onDeadline, Math.max(0, deadline - performance.now()), call);
-  if (deadline !== Infinity || method.kind === 'server-streaming') stream.on('close', onClose);
 }
 
 /** A gRPC server on node:http2, and its open connections (to close them on stop). */
@@ -326,7 +350,8 @@ export async function startGrpc(methods: ReadonlyMap<string, Method>, host: stri
     // A connection that breaks, or breaks the protocol, is closed by nghttp2; its calls end with it.
     session.on('error', ignore);
   });
-  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => onStream(methods, stream, headers));
+  const served: Served = { methods, byTimeout: new Map() };
+  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => onStream(served, stream, headers));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

@@ -33,7 +33,8 @@ class Reader {
   constructor(
     private readonly bytes: Buffer,
     public at: number,
-    readonly end: number,
+    /** Where the message being read ends: the whole one's, or an embedded one's (see enter). */
+    private end: number,
   ) {}
 
   /** A varint's low 32 bits, unsigned (as a uint32 field reads a larger value). */
@@ -89,24 +90,30 @@ class Reader {
     return this.bytes[this.at++] as number;
   }
 
-  /** A length-delimited field's bounds; the reader moves past it. */
-  length(): { start: number; end: number } {
+  /** Reads a length-delimited field's length: answers where it ends, the reader at its start. */
+  private delimited(): number {
     const length = this.uint32();
-    const start = this.at;
-    if (length > this.end - start) throw new MalformedMessageError('a field runs past the end of its message');
-    this.at = start + length;
-    return { start, end: this.at };
+    if (length > this.end - this.at) throw new MalformedMessageError('a field runs past the end of its message');
+    return this.at + length;
   }
 
   string(): string {
-    const { start, end } = this.length();
-    return this.bytes.toString('utf8', start, end);
+    const end = this.delimited();
+    const text = this.bytes.toString('utf8', this.at, end);
+    this.at = end;
+    return text;
   }
 
-  /** A reader of the embedded message that comes next. */
-  message(): Reader {
-    const { start, end } = this.length();
-    return new Reader(this.bytes, start, end);
+  /** Reads the embedded message that comes next, until leave(): answers the end to go back to. */
+  enter(): number {
+    const outer = this.end;
+    this.end = this.delimited();
+    return outer;
+  }
+
+  /** Back to the enclosing message, once the embedded one is read. */
+  leave(outer: number): void {
+    this.end = outer;
   }
 
   /** The next field's number and wire type, or undefined at the end of the message. */
@@ -127,7 +134,7 @@ class Reader {
         this.advance(8);
         return;
       case LENGTH:
-        this.length();
+        this.at = this.delimited();
         return;
       case FIXED32:
         this.advance(4);
@@ -153,6 +160,7 @@ class Reader {
 const tag = (field: number, type: number) => (field << 3) | type;
 
 function readEntry(reader: Reader): Entry {
+  const outer = reader.enter();
   let key = '';
   let value = '';
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
@@ -160,6 +168,7 @@ function readEntry(reader: Reader): Entry {
     else if (t === tag(2, LENGTH)) value = reader.string();
     else reader.skip(t);
   }
+  reader.leave(outer);
   return { key, value };
 }
 
@@ -167,6 +176,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Merges an override into `limit`: a message field given twice is merged, as protobuf does. */
 function readLimit(reader: Reader, limit: Mutable<NonNullable<RequestDescriptor['limit']>>): void {
+  const outer = reader.enter();
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
     if (t === tag(1, VARINT)) limit.requestsPerUnit = reader.uint32();
     else if (t === tag(2, VARINT)) {
@@ -175,37 +185,44 @@ function readLimit(reader: Reader, limit: Mutable<NonNullable<RequestDescriptor[
       limit.unit = (UNITS[number] ?? String(number)) as UnitName;
     } else reader.skip(t);
   }
+  reader.leave(outer);
+}
+
+/** google.protobuf.UInt64Value: its value, field 1 (0 when left out). */
+function readUInt64Value(reader: Reader, value: number): number {
+  const outer = reader.enter();
+  for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
+    if (t === tag(1, VARINT)) value = reader.uint64();
+    else reader.skip(t);
+  }
+  reader.leave(outer);
+  return value;
 }
 
 function readDescriptor(reader: Reader): RequestDescriptor {
+  const outer = reader.enter();
   const entries: Entry[] = [];
   const descriptor: Mutable<RequestDescriptor> = { entries };
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, LENGTH)) entries.push(readEntry(reader.message()));
-    else if (t === tag(2, LENGTH))
-      readLimit(reader.message(), (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
-    else if (t === tag(3, LENGTH)) {
-      // google.protobuf.UInt64Value: present (even when 0) once given; its value is field 1.
-      const wrapper = reader.message();
-      descriptor.hitsAddend ??= 0;
-      for (let w = wrapper.tag(); w !== undefined; w = wrapper.tag()) {
-        if (w === tag(1, VARINT)) descriptor.hitsAddend = wrapper.uint64();
-        else wrapper.skip(w);
-      }
-    } else reader.skip(t);
+    if (t === tag(1, LENGTH)) entries.push(readEntry(reader));
+    else if (t === tag(2, LENGTH)) readLimit(reader, (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
+    // Present (even when 0) once given.
+    else if (t === tag(3, LENGTH)) descriptor.hitsAddend = readUInt64Value(reader, descriptor.hitsAddend ?? 0);
+    else reader.skip(t);
   }
+  reader.leave(outer);
   return descriptor;
 }
 
 /** Reads an envoy.service.ratelimit.v3.RateLimitRequest; throws MalformedMessageError. */
-export function decodeRateLimitRequest(bytes: Buffer, start = 0, end = bytes.length): RateLimitRequest {
-  const reader = new Reader(bytes, start, end);
+export function decodeRateLimitRequest(bytes: Buffer): RateLimitRequest {
+  const reader = new Reader(bytes, 0, bytes.length);
   let domain = '';
   const descriptors: RequestDescriptor[] = [];
   let hitsAddend = 0;
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
     if (t === tag(1, LENGTH)) domain = reader.string();
-    else if (t === tag(2, LENGTH)) descriptors.push(readDescriptor(reader.message()));
+    else if (t === tag(2, LENGTH)) descriptors.push(readDescriptor(reader));
     else if (t === tag(3, VARINT)) hitsAddend = reader.uint32();
     else reader.skip(t);
   }
@@ -213,8 +230,8 @@ export function decodeRateLimitRequest(bytes: Buffer, start = 0, end = bytes.len
 }
 
 /** Reads a grpc.health.v1.HealthCheckRequest: the service asked about. */
-export function decodeHealthCheckRequest(bytes: Buffer, start = 0, end = bytes.length): string {
-  const reader = new Reader(bytes, start, end);
+export function decodeHealthCheckRequest(bytes: Buffer): string {
+  const reader = new Reader(bytes, 0, bytes.length);
   let service = '';
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
     if (t === tag(1, LENGTH)) service = reader.string();
@@ -253,6 +270,13 @@ class Writer {
   private next = 0;
   buffer: Buffer = Buffer.alloc(0);
   at = 0;
+
+  /** Ready for the next message: one writer serves every answer, one at a time. */
+  reset(): this {
+    this.sizes.length = 0;
+    this.next = 0;
+    return this;
+  }
 
   /** Reserves a part's size; set it with `close` once its contents are measured. */
   open(): number {
@@ -425,13 +449,15 @@ function headerSize(header: Entry): number {
   return stringSize(1, Buffer.byteLength(header.key)) + stringSize(2, Buffer.byteLength(header.value));
 }
 
+const writer = new Writer();
+
 /**
  * A RateLimitResponse as a gRPC message: the 5-byte header (not compressed, its length), then the
  * protobuf. Fields at their default are left out; a message field that is set is written, even empty.
  * Throws TypeError for dynamic_metadata that a google.protobuf.Struct cannot hold.
  */
 export function encodeRateLimitResponse(response: WireResponse): Buffer {
-  const w = new Writer();
+  const w = writer.reset();
   let size = scalarSize(1, CODE_NUMBERS[response.overallCode]);
   for (const status of response.statuses) {
     const slot = w.open();

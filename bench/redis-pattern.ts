@@ -5,8 +5,9 @@ import type { Decide } from './measure.js';
  * envoyproxy/ratelimit's Redis traffic for a request of one descriptor limited per hour, replayed
  * (its src/redis/fixed_cache_impl.go, read, not copied): a pipeline of `INCRBY <key> <hits>` and
  * `EXPIRE <key> <unit's seconds>` on the key of the window, sent per request, over a pool of
- * connections each carrying one request's pipeline at a time (its radix pool, without implicit
- * pipelining, its default). Its key is `<domain>_<key>_<value>_<window start>`.
+ * connections each carrying one request's pipeline at a time, a request waiting while all are busy
+ * (its src/redis/driver_impl.go: radix's fixed pool, which blocks when full; no write buffering, its
+ * default). Its key is `<domain>_<key>_<value>_<window start>`.
  *
  * Written by hand over node:net, requests prepared once per key, so that the replay costs the
  * machine little besides what Redis spends, which is what it measures.

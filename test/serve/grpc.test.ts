@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import { grpcMessage, rawConnection, type RawAnswer } from '../support/h2.js';
+import { waitFor } from '../support/cluster.js';
 import { startProxy } from '../support/proxy.js';
 import { configDir, descriptor, protoFields, rlsClient } from '../support/rls.js';
 import { PATIENT, useServices, type Service } from '../support/service.js';
@@ -188,6 +189,10 @@ describe('sluice serve answers Envoy, hand-framed', () => {
           { what, ...fields },
           { what, ':status': '200', 'content-type': 'application/grpc', ...expected },
         );
+      // The call over 4 MiB was answered before its body was sent: the client is asked to send no
+      // more of it (RST_STREAM NO_ERROR, after the answer).
+      const early = await h2.call(envoyHeaders(), [Buffer.from([0, 0, 0x40, 0, 1])], true);
+      await waitFor('the server to reset the stream', () => h2.resets.get(early.stream) === 0);
       // Not gRPC at all: HTTP says so too.
       const json = await h2.call(envoyHeaders({ 'content-type': 'application/json' }), [Buffer.from('{}')]);
       assert.deepEqual(trailersOnly(json)[':status'], '415');

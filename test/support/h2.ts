@@ -258,6 +258,7 @@ export class HpackDecoder {
 
 /** What the server sent on one stream: its header blocks, decoded, its data, and a reset's code if any. */
 export interface RawAnswer {
+  readonly stream: number;
   readonly blocks: [string, string][][];
   readonly data: Buffer;
   readonly reset?: number;
@@ -272,6 +273,8 @@ export interface RawAnswer {
  */
 export async function rawConnection(port: number): Promise<{
   call(fields: readonly (readonly [string, string])[], body: readonly Buffer[], open?: boolean): Promise<RawAnswer>;
+  /** The code of each RST_STREAM received so far, by stream, those after a stream's end included. */
+  readonly resets: ReadonlyMap<number, number>;
   close(): void;
 }> {
   const socket: Socket = connect(port, '127.0.0.1');
@@ -282,10 +285,12 @@ export async function rawConnection(port: number): Promise<{
     number,
     { blocks: [string, string][][]; data: Buffer[]; reset?: number; pending: Buffer[]; done(): void }
   >();
+  const resets = new Map<number, number>();
   let next = 1;
   let received = Buffer.alloc(0);
   const receive = (type: number, flags: number, id: number, payload: Buffer) => {
     const stream = streams.get(id);
+    if (type === FRAME.RST_STREAM) resets.set(id, payload.readUInt32BE(0));
     if (type === FRAME.SETTINGS && !(flags & ACK)) socket.write(frame(FRAME.SETTINGS, ACK, 0, Buffer.alloc(0)));
     else if (type === FRAME.PING && !(flags & ACK)) socket.write(frame(FRAME.PING, ACK, 0, payload));
     if (stream === undefined) return;
@@ -336,6 +341,7 @@ export async function rawConnection(port: number): Promise<{
           ended = true;
           const reset = (answer as { reset?: number }).reset;
           resolve({
+            stream: id,
             blocks: answer.blocks,
             data: Buffer.concat(answer.data),
             ended,
@@ -350,6 +356,7 @@ export async function rawConnection(port: number): Promise<{
         );
         socket.write(Buffer.concat(frames));
       }),
+    resets,
     close: () => socket.destroy(),
   };
 }

@@ -253,11 +253,12 @@ export interface WireResponse extends RateLimitResponse {
 }
 
 function varintSize(value: number): number {
-  let size = 1;
-  while (value >= 0x80) {
-    value = Math.floor(value / 0x80);
-    size++;
-  }
+  if (value < 0x80) return 1;
+  if (value < 0x4000) return 2;
+  if (value < 0x20_0000) return 3;
+  if (value < 0x1000_0000) return 4;
+  let size = 5;
+  for (value = Math.floor(value / 0x8_0000_0000); value > 0; value = Math.floor(value / 0x80)) size++;
   return size;
 }
 
@@ -266,22 +267,24 @@ function varintSize(value: number): number {
  * pushing each size (in the order the parts are written) for `write` to take in the same order.
  */
 class Writer {
+  /** The parts' sizes, `count` of them for the message being written (the array is kept, not cleared). */
   private readonly sizes: number[] = [];
+  private count = 0;
   private next = 0;
   buffer: Buffer = Buffer.alloc(0);
   at = 0;
 
   /** Ready for the next message: one writer serves every answer, one at a time. */
   reset(): this {
-    this.sizes.length = 0;
+    this.count = 0;
     this.next = 0;
     return this;
   }
 
   /** Reserves a part's size; set it with `close` once its contents are measured. */
   open(): number {
-    this.sizes.push(0);
-    return this.sizes.length - 1;
+    this.sizes[this.count] = 0;
+    return this.count++;
   }
 
   /** Records a part's size, measured since its `open`, and answers what it adds to its parent. */
@@ -298,9 +301,14 @@ class Writer {
 
   varint(value: number): void {
     const { buffer } = this;
-    while (value >= 0x80) {
+    // Bit operations take 32 bits: beyond them, arithmetic.
+    while (value > 0x7fff_ffff) {
       buffer[this.at++] = (value % 0x80) | 0x80;
       value = Math.floor(value / 0x80);
+    }
+    while (value >= 0x80) {
+      buffer[this.at++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
     }
     buffer[this.at++] = value;
   }

@@ -84,13 +84,11 @@ async function buildGoFloor(): Promise<string | undefined> {
   const go = spawn('go', ['build', '-o', binary, '.'], { cwd: GO_SOURCE, env, stdio: ['ignore', 'ignore', 'pipe'] });
   let errors = '';
   go.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-  const [code] = (await Promise.race([
-    once(go, 'exit'),
-    once(go, 'error').then(([error]) => {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [undefined];
-      throw error;
-    }),
-  ])) as [number | null | undefined];
+  // No `go` to run: an 'error' (ENOENT) and no exit.
+  const code = await new Promise<number | null | undefined>((resolve, reject) => {
+    go.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? resolve(undefined) : reject(error)));
+    go.once('exit', resolve);
+  });
   if (code === undefined) return undefined;
   if (code !== 0) throw new Error(`go build of bench/go-floor failed (exit ${code}):\n${errors}`);
   return binary;

@@ -240,7 +240,9 @@ export async function benchServe(options: {
     const floor = Object.fromEntries(floors.map(({ kind }) => [kind, of(kind)]));
     /** Per round, `pick` of one path's sample over another's. */
     const ratios = (over: ServeSample[], under: ServeSample[], pick: (s: ServeSample) => number) =>
-      over.map((s, i) => pick(s) / pick(under[i] as ServeSample)).filter((r) => !Number.isNaN(r));
+      under.length === 0
+        ? []
+        : over.map((s, i) => pick(s) / pick(under[i] as ServeSample)).filter((r) => !Number.isNaN(r));
     const serverCpu = (s: ServeSample) => s.cpuMicros.service;
     const memorySamples = samples.get('memory') ?? [];
     return {

@@ -16,8 +16,6 @@ import { Deadlines, type Pending } from '../limiter/failure.js';
 
 /** gRPC status codes (grpc/grpc doc/statuscodes.md). */
 export const Status = {
-  OK: 0,
-  CANCELLED: 1,
   UNKNOWN: 2,
   INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,
@@ -39,7 +37,10 @@ export class GrpcError extends Error {
   }
 }
 
-/** A unary method: answers a request's message with one message (header included), or throws GrpcError. */
+/**
+ * A unary method: answers a request's message with one message (header included) by `deadline` (a
+ * performance.now() time, Infinity without one), or rejects with a GrpcError for its status.
+ */
 export interface UnaryMethod {
   readonly kind: 'unary';
   answer(request: Buffer, deadline: number): Promise<Buffer>;
@@ -64,7 +65,7 @@ export interface StreamingMethod {
 export type Method = UnaryMethod | StreamingMethod;
 
 /** grpc-go's and grpc-js's default: a larger request is refused with RESOURCE_EXHAUSTED. */
-export const MOST_REQUEST_BYTES = 4 * 1024 * 1024;
+const MOST_REQUEST_BYTES = 4 * 1024 * 1024;
 // Spec: "positive integer as ASCII string of at most 8 digits", in these units.
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const TIMEOUT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
@@ -340,7 +341,11 @@ export interface GrpcServer {
   readonly sessions: Set<ServerHttp2Session>;
 }
 
-/** Starts serving `methods` (by path, /package.Service/Method) on `host:port` (0: any free port). */
+/**
+ * Starts serving `methods` (by path, /package.Service/Method) on `host:port` (0: any free port).
+ * Everything past the server's creation is per session and stream, so node:http2's
+ * createSecureServer (TLS, ALPN h2) would serve the same calls.
+ */
 export async function startGrpc(methods: ReadonlyMap<string, Method>, host: string, port: number): Promise<GrpcServer> {
   const server = createServer();
   const sessions = new Set<ServerHttp2Session>();

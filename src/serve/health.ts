@@ -1,5 +1,6 @@
 import { GrpcError, Status, type Method, type ServerStream } from './grpc.js';
-import { decodeHealthCheckRequest, encodeHealthCheckResponse, type ServingStatus } from './protobuf.js';
+import { decodeHealthCheckRequest } from './protobuf.js';
+import { encodeHealthCheckResponse, type ServingStatus } from './protobuf-writer.js';
 
 /** The rate limit service's full name, as gRPC routes it and as health checks name it. */
 export const RATE_LIMIT_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';

@@ -5,25 +5,17 @@ import { fixedWindow } from '../algorithms/fixed-window.js';
 import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError, messageOf } from '../core/errors.js';
-import { asLocalStore } from '../engine/store.js';
 import { validPrefix } from '../core/keys.js';
 import { createLimiter } from '../limiter/limiter.js';
 import { optionsObject } from '../core/validate.js';
 import type { Store } from '../engine/store.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
-import { GrpcError, startGrpc, Status, stopGrpc, type Method } from './grpc.js';
-import { Health, RATE_LIMIT_SERVICE } from './health.js';
+import { startGrpc, stopGrpc } from './grpc.js';
+import { Health } from './health.js';
 import { startHttp, stopHttp } from './http.js';
 import { Metrics } from './metrics.js';
-import { decodeRateLimitRequest, encodeRateLimitResponse } from './protobuf.js';
-import {
-  BadRequestError,
-  decide,
-  Rules,
-  type LimiterSettings,
-  type RateLimitRequest,
-  type RateLimitResponse,
-} from './service.js';
+import { shouldRateLimit, withCallDeadlines } from './rate-limit.js';
+import { decide, Rules, type LimiterSettings, type RateLimitRequest, type RateLimitResponse } from './service.js';
 
 export interface ServeOptions {
   /** A configuration file in envoyproxy/ratelimit's YAML, or a directory of them (merged per domain). */
@@ -103,28 +95,21 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
 }
 
 /**
- * `store`, as the service's limiters use it: a step asked while `deadline` is set must take effect
- * before it (a performance.now() time) too, or count nothing. The limiters ask the store in the
- * same turn as a decision starts, so a gRPC call's deadline, set around that start, reaches every
- * step of its decision; a step asked later (a refund) keeps its own.
+ * The service's health: NOT_SERVING while stopping, or while the store fails and the service
+ * denies then. Checks the options a limiter takes, as the service's own limiters will.
  */
-function withCallDeadlines(store: Store): { readonly store: Store; deadline: number } {
-  const deadlines = {
-    deadline: Infinity,
-    store: {
-      run: (script, keys, args, deadline = Infinity) =>
-        store.run(script, keys, args, Math.min(deadline, deadlines.deadline)),
-      ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
-    } as Store,
-  };
-  if (store.runLocal !== undefined) asLocalStore(deadlines.store, store.runLocal);
-  return deadlines;
-}
-
-/** What a failed decision answers over gRPC: a bad request is INVALID_ARGUMENT, the rest INTERNAL. */
-function grpcErrorOf(error: unknown): never {
-  if (error instanceof GrpcError) throw error;
-  throw new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
+function healthOf(settings: LimiterSettings): Health {
+  const probe = createLimiter({
+    ...settings,
+    policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
+    onOutage: () => undefined,
+  });
+  // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
+  return new Health(async () =>
+    settings.onStoreError === 'deny' && (await probe.peek('healthcheck')).reason !== undefined
+      ? 'the store is failing, and the service denies then'
+      : undefined,
+  );
 }
 
 function summary(config: ServeConfig): string {
@@ -168,47 +153,15 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
   };
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
-  const probe = createLimiter({
-    ...settings,
-    policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
-    onOutage: () => undefined,
-  });
-  // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
-  const health = new Health(async () =>
-    settings.onStoreError === 'deny' && (await probe.peek('healthcheck')).reason !== undefined
-      ? 'the store is failing, and the service denies then'
-      : undefined,
-  );
+  const health = healthOf(settings);
   const deadlines = withCallDeadlines(settings.store);
   settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath), settings, metrics);
 
-  // The gRPC path without closures per call: the in-flight gauge is taken back in the handlers.
   const decideOptions = { shadow, headers, metrics };
-  const answered = (response: RateLimitResponse) => {
-    metrics.inFlight('grpc', -1);
-    return encodeRateLimitResponse(response);
-  };
-  const failed = (error: unknown) => {
-    metrics.inFlight('grpc', -1);
-    return grpcErrorOf(error);
-  };
-  const rateLimit: Method = {
-    kind: 'unary',
-    answer(message, deadline) {
-      const request = decodeRateLimitRequest(message);
-      metrics.inFlight('grpc', 1);
-      deadlines.deadline = deadline;
-      try {
-        return decide(rules, request, decideOptions).then(answered, failed);
-      } finally {
-        deadlines.deadline = Infinity;
-      }
-    },
-  };
   const grpc = await startGrpc(
-    new Map([[`/${RATE_LIMIT_SERVICE}/ShouldRateLimit`, rateLimit], ...health.methods()]),
+    new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),
     host,
     grpcPort,
   );

@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { MalformedMessageError, decodeHealthCheckRequest, decodeRateLimitRequest } from '../../src/serve/protobuf.js';
 import {
-  MalformedMessageError,
-  decodeHealthCheckRequest,
-  decodeRateLimitRequest,
   encodeRateLimitResponse,
   type StructFields,
   type StructValue,
   type WireResponse,
-} from '../../src/serve/protobuf.js';
+} from '../../src/serve/protobuf-writer.js';
 import { rateLimitService } from '../support/rls.js';
 
 // sluice serve's protobuf by hand, against protobufjs (through @grpc/proto-loader, with the

@@ -58,6 +58,36 @@ export async function run(decide: Decide, keys: readonly string[], inFlight: num
 }
 
 /**
+ * Open loop at `perSecond`: calls are started on schedule (checked every millisecond), each without
+ * waiting for the others, for `durationMs`; resolves once every call started is answered.
+ */
+export async function paced(
+  decide: Decide,
+  keys: readonly string[],
+  perSecond: number,
+  durationMs: number,
+): Promise<Run> {
+  let started = 0;
+  let done = 0;
+  const answered: Promise<void>[] = [];
+  const start = performance.now();
+  for (let now = start; now - start < durationMs; now = performance.now()) {
+    const due = Math.floor(((now - start) * perSecond) / 1000);
+    for (; started < due; started++) {
+      const key = keys[started % keys.length] as string;
+      answered.push(
+        decide(key).then(() => {
+          latencies[done++ % LATENCY_SLOTS] = performance.now() - now;
+        }),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(answered);
+  return { done, elapsedMs: performance.now() - start, latencies: latencies.slice(0, Math.min(done, LATENCY_SLOTS)) };
+}
+
+/**
  * Runs that went on at the same time (from several processes) as one sample: their decisions/s
  * add up, and the percentiles are those of all their latencies together.
  */

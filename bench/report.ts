@@ -167,9 +167,11 @@ node:http2's and node:http's about as much as the service.
   own CPU µs, and at most the CPUs times 1,000,000 over the sum of the three columns: what the load processes spend is
   CPU the service cannot have. The library is bounded alike by its callers column (its own process) and by the sum of
   its two. On a larger machine, with the callers elsewhere (as Envoy is), only the service's own column bounds it.
-- \`npm run bench:serve -- --floor\` also measures servers that answer a constant and decide nothing (bare @grpc/grpc-js,
-  bare node:http2, bare node:http; \`bench/serve-floor.ts\`): what each transport alone costs one Node process per call
-  ([service.md](service.md), "Performance").
+- \`npm run bench:serve\` also measures, in the same rounds, what a call costs beside a Go service: \`sluice serve\` on its
+  memory store over gRPC against servers that answer a constant and decide nothing (grpc-go, skipped where there is no
+  \`go\`; bare node:http2; \`bench/serve-floor.ts\`), and Redis's CPU per decision against envoyproxy/ratelimit's commands
+  replayed at the service's rate (\`bench/redis-pattern.ts\`); \`-- --floor\` adds bare @grpc/grpc-js and bare node:http
+  ([performance.md](performance.md#sluice-serve-what-a-call-costs)).
 
 ${rows}`;
 }

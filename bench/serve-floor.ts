@@ -4,30 +4,36 @@
  * that transport spends before it decides anything, so 1,000,000 over it bounds the decisions/s
  * one Node process can serve there.
  *
- * Each runs in a process of its own (this module, forked by startFloorServer), asked by the same
- * load processes and measured as `sluice serve` is:
- * - `grpc-js`: @grpc/grpc-js with src/serve/proto, the server `sluice serve` runs, with its options;
- *   as there, protobufjs decodes each request and encodes the answer.
+ * Each runs in a process of its own (this module, forked by startFloorServer; the Go one, built and
+ * spawned), asked by the same load processes and measured as `sluice serve` is:
+ * - `go`: grpc-go (bench/go-floor/main.go), what a Go service such as envoyproxy/ratelimit spends
+ *   on gRPC: the cost target's reference.
+ * - `grpc-js`: @grpc/grpc-js with src/serve/proto, the server `sluice serve` ran before it had its
+ *   own gRPC; protobufjs decodes each request and encodes the answer.
  * - `http2`: node:http2 answering every stream as gRPC by hand: fixed headers, a message encoded
- *   at start, `grpc-status: 0` in the trailers; no gRPC library and no codec on a call's path. The
- *   cheapest gRPC a Node process serves.
+ *   at start, `grpc-status: 0` in the trailers; no gRPC library and no codec on a call's path, and
+ *   node:http2's options as `sluice serve` sets them. The cheapest gRPC a Node process serves.
  * - `http`: node:http, keep-alive, answering POST /json with a constant body, as `sluice serve`'s
  *   HTTP port does.
  * Each reads a call's whole request before it answers, as a server that decides must; the last two
  * leave it unparsed.
  */
-import { fork } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttp2Server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { rateLimitService } from '../src/serve/grpc.js';
+import { rateLimitService } from '../test/support/rls.js';
 
-export type FloorKind = 'grpc-js' | 'http2' | 'http';
+export type FloorKind = 'go' | 'grpc-js' | 'http2' | 'http';
 
 /** The floor servers, in the order the bench measures and reports them, with what each one is. */
 export const FLOOR_KINDS: Readonly<Record<FloorKind, string>> = {
+  go: 'bare grpc-go',
   'grpc-js': 'bare @grpc/grpc-js',
   http2: 'bare node:http2, gRPC by hand',
   http: 'bare node:http, /json',
@@ -41,7 +47,9 @@ export interface FloorServer {
   stop(): Promise<void>;
 }
 
-export async function startFloorServer(kind: FloorKind): Promise<FloorServer> {
+/** Starts a floor server; undefined for the Go one where there is no `go`. */
+export async function startFloorServer(kind: FloorKind): Promise<FloorServer | undefined> {
+  if (kind === 'go') return startGoFloor();
   const child = fork(new URL(import.meta.url), [kind], { execArgv: ['--import', 'tsx'] });
   const [port] = (await Promise.race([
     once(child, 'message'),
@@ -49,16 +57,56 @@ export async function startFloorServer(kind: FloorKind): Promise<FloorServer> {
       throw new Error(`floor server ${kind}: its process exited with ${String(code)} before it listened`);
     }),
   ])) as [number];
-  return {
-    kind,
-    pid: child.pid,
-    port,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
+  return { kind, pid: child.pid, port, stop: () => stopChild(child) };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+}
+
+const GO_SOURCE = fileURLToPath(new URL('./go-floor/', import.meta.url));
+const GO_BUILD_DIR = join(tmpdir(), 'sluice-bench-go-floor');
+
+/**
+ * Builds bench/go-floor with Debian's Go and grpc-go (golang-go, golang-google-grpc-dev), in GOPATH
+ * mode: nothing is downloaded. Resolves with the binary, or undefined when there is no `go`.
+ */
+async function buildGoFloor(): Promise<string | undefined> {
+  const binary = join(GO_BUILD_DIR, 'go-floor');
+  const env = {
+    ...process.env,
+    GO111MODULE: 'off',
+    GOPATH: process.env.GOPATH ?? '/usr/share/gocode',
+    GOCACHE: join(GO_BUILD_DIR, 'cache'),
   };
+  const go = spawn('go', ['build', '-o', binary, '.'], { cwd: GO_SOURCE, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let errors = '';
+  go.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
+  // No `go` to run: an 'error' (ENOENT) and no exit.
+  const code = await new Promise<number | null | undefined>((resolve, reject) => {
+    go.once('error', (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? resolve(undefined) : reject(error)));
+    go.once('exit', resolve);
+  });
+  if (code === undefined) return undefined;
+  if (code !== 0) throw new Error(`go build of bench/go-floor failed (exit ${code}):\n${errors}`);
+  return binary;
+}
+
+async function startGoFloor(): Promise<FloorServer | undefined> {
+  const binary = await buildGoFloor();
+  if (binary === undefined) return undefined;
+  const child = spawn(binary, [answerMessage().subarray(5).toString('hex')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let text = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes('\n')) resolve(Number(text.trim()));
+    });
+    child.once('exit', (code) => reject(new Error(`go-floor exited with ${String(code)} before it listened`)));
+  });
+  return { kind: 'go', pid: child.pid, port, stop: () => stopChild(child) };
 }
 
 // What `sluice serve` answers for bench/serve.ts's rule (1,000,000,000 an hour) to a call it allows,
@@ -106,16 +154,23 @@ function grpcMessage(protobuf: Buffer): Buffer {
   return Buffer.concat([header, protobuf]);
 }
 
-function listenHttp2(): Promise<number> {
-  // grpc-js's serializer encodes the answer once, here; no call goes through grpc-js.
+/** The answer as a gRPC message; grpc-js's serializer encodes it, once. */
+function answerMessage(): Buffer {
   const definition = rateLimitService() as unknown as {
     service: { ShouldRateLimit: { responseSerialize(value: unknown): Buffer } };
   };
-  const message = grpcMessage(definition.service.ShouldRateLimit.responseSerialize(ANSWER));
+  return grpcMessage(definition.service.ShouldRateLimit.responseSerialize(ANSWER));
+}
+
+// As src/serve/grpc.ts answers: trailers to follow, no date header (which @types/node does not list).
+const RESPOND = { waitForTrailers: true, sendDate: false };
+
+function listenHttp2(): Promise<number> {
+  const message = answerMessage();
   const server = createHttp2Server();
   server.on('stream', (stream: ServerHttp2Stream) => {
     stream.on('end', () => {
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, RESPOND);
       stream.end(message);
     });
     stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
@@ -139,7 +194,7 @@ function listen(server: Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
-const LISTEN: Record<FloorKind, () => Promise<number>> = {
+const LISTEN: Record<Exclude<FloorKind, 'go'>, () => Promise<number>> = {
   'grpc-js': listenGrpcJs,
   http2: listenHttp2,
   http: listenHttp,
@@ -147,7 +202,7 @@ const LISTEN: Record<FloorKind, () => Promise<number>> = {
 
 const asked = process.argv[2];
 if (process.send !== undefined && asked !== undefined && asked in LISTEN) {
-  process.send(await LISTEN[asked as FloorKind]());
+  process.send(await LISTEN[asked as keyof typeof LISTEN]());
   // The bench stops a floor server with SIGTERM, or by going away.
   process.once('disconnect', () => process.exit(0));
 }

@@ -1,5 +1,19 @@
 import { connect, type Socket } from 'node:net';
-import { run, type Decide, type Run } from './measure.js';
+import {
+  ACK,
+  END_HEADERS,
+  END_STREAM,
+  FRAME,
+  PADDED,
+  PREFACE,
+  frame,
+  frameHeader,
+  grpcMessage,
+  headerBlock,
+  hpackString,
+} from '../test/support/h2.js';
+import { paced, run, type Decide, type Run } from './measure.js';
+import { patternClient } from './redis-pattern.js';
 
 /**
  * One load-generating process of bench/serve.ts: it holds its own gRPC connection and its own
@@ -12,12 +26,16 @@ import { run, type Decide, type Run } from './measure.js';
  * call, node:http2's and node:http's about as much as the service.
  */
 export interface LoadOrder {
-  readonly transport: 'grpc' | 'json';
-  /** The server's port for that transport: `sluice serve`'s or a floor server's (bench/serve-floor.ts). */
+  /** 'redis-pattern': envoyproxy/ratelimit's Redis commands per request, straight to Redis (bench/redis-pattern.ts). */
+  readonly transport: 'grpc' | 'json' | 'redis-pattern';
+  /** The server's port for that transport: `sluice serve`'s, a floor server's (bench/serve-floor.ts), or Redis's. */
   readonly port: number;
   readonly keys: readonly string[];
+  /** Calls in flight (a closed loop); for 'redis-pattern', connections, each with one request at a time. */
   readonly inFlight: number;
   readonly durationMs: number;
+  /** Calls started per second, whatever the answers (an open loop), instead of `inFlight` at a time. */
+  readonly perSecond?: number;
 }
 
 export interface LoadReply {
@@ -47,56 +65,21 @@ function field(tag: number, bytes: Buffer): Buffer {
  */
 function requestMessage(value: string): Buffer {
   const entry = Buffer.concat([field(0x0a, Buffer.from(DESCRIPTOR_KEY)), field(0x12, Buffer.from(value))]);
-  const message = Buffer.concat([field(0x0a, Buffer.from(DOMAIN)), field(0x12, field(0x0a, entry))]);
-  const header = Buffer.alloc(5);
-  header.writeUInt32BE(message.length, 1);
-  return Buffer.concat([header, message]);
+  return grpcMessage(Buffer.concat([field(0x0a, Buffer.from(DOMAIN)), field(0x12, field(0x0a, entry))]));
 }
 
 // A RateLimitResponse starts with overall_code (field 1, varint): OK is 1. Encoders write fields in
 // number order, so an answer of OK starts, after the frame header, with these two bytes.
 const OVERALL_OK = Buffer.from([0x08, 0x01]);
 
-// HTTP/2 (RFC 9113), as much of it as a client of unary calls needs.
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
-const DATA = 0x0;
-const HEADERS = 0x1;
-const RST_STREAM = 0x3;
-const SETTINGS = 0x4;
-const PING = 0x6;
-const GOAWAY = 0x7;
-const WINDOW_UPDATE = 0x8;
-const END_STREAM = 0x1;
-const ACK = 0x1;
-const END_HEADERS = 0x4;
-const PADDED = 0x8;
 // The connection's receive window (65,535 bytes at the start) is given back in steps of this many.
 const WINDOW_STEP = 1 << 14;
-
-function frameHeader(length: number, type: number, flags: number, stream: number): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(stream, 5);
-  return header;
-}
-
-function frame(type: number, flags: number, stream: number, payload: Buffer): Buffer {
-  return Buffer.concat([frameHeader(payload.length, type, flags, stream), payload]);
-}
-
-/** HPACK (RFC 7541) string literal, not Huffman-coded: its length (a 7-bit prefix: under 127 here), its bytes. */
-function hpackString(text: string): Buffer {
-  const bytes = Buffer.from(text);
-  if (bytes.length >= 127) throw new Error('a header here must be shorter');
-  return Buffer.concat([Buffer.from([bytes.length]), bytes]);
-}
 
 /**
  * A gRPC request's header block, the same for every call: HPACK fields from the static table
  * (:method POST is 3, :scheme http is 6) or literals never added to the server's dynamic table, so
- * the block never changes. Name indexes: :authority 1, :path 4, content-type 31 (15 + 16).
+ * the block never changes. Name indexes: :authority 1, :path 4, content-type 31 (15 + 16). Its
+ * grpc-timeout is there as Envoy always sends one, long enough that no call reaches it.
  */
 function requestHeaderBlock(authority: string, path: string): Buffer {
   return Buffer.concat([
@@ -107,9 +90,10 @@ function requestHeaderBlock(authority: string, path: string): Buffer {
     hpackString(authority),
     Buffer.from([0x0f, 0x10]),
     hpackString('application/grpc'),
-    Buffer.from([0x00]),
-    hpackString('te'),
-    hpackString('trailers'),
+    headerBlock([
+      ['te', 'trailers'],
+      ['grpc-timeout', '10S'],
+    ]),
   ]);
 }
 
@@ -127,7 +111,7 @@ function grpcClient(port: number, keys: readonly string[]): Client {
   let unacknowledged = 0;
   let received: Buffer = Buffer.alloc(0);
   const socket = connect(port, '127.0.0.1').setNoDelay(true);
-  socket.write(Buffer.concat([PREFACE, frame(SETTINGS, 0, 0, Buffer.alloc(0))]));
+  socket.write(Buffer.concat([PREFACE, frame(FRAME.SETTINGS, 0, 0, Buffer.alloc(0))]));
 
   // The bench's runs keep the connection busy, and the service closes none that is: once it is gone, every call fails.
   let gone: Error | undefined;
@@ -144,28 +128,28 @@ function grpcClient(port: number, keys: readonly string[]): Client {
     else call.reject(new Error(`ShouldRateLimit answered no OK: ${call.answer?.toString('hex') ?? 'no message'}`));
   }
   function receive(type: number, flags: number, stream: number, payload: Buffer): void {
-    if (type === DATA) {
+    if (type === FRAME.DATA) {
       unacknowledged += payload.length;
       if (unacknowledged >= WINDOW_STEP) {
         const increment = Buffer.alloc(4);
         increment.writeUInt32BE(unacknowledged);
-        socket.write(frame(WINDOW_UPDATE, 0, 0, increment));
+        socket.write(frame(FRAME.WINDOW_UPDATE, 0, 0, increment));
         unacknowledged = 0;
       }
       const data = flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload;
       const call = calls.get(stream);
       if (call) call.answer = call.answer ? Buffer.concat([call.answer, data]) : data;
       if (flags & END_STREAM) finish(stream);
-    } else if (type === HEADERS) {
+    } else if (type === FRAME.HEADERS) {
       if (flags & END_STREAM) finish(stream);
-    } else if (type === RST_STREAM) {
+    } else if (type === FRAME.RST_STREAM) {
       calls.get(stream)?.reject(new Error(`the service reset the call (code ${payload.readUInt32BE(0)})`));
       calls.delete(stream);
-    } else if (type === SETTINGS && !(flags & ACK)) {
-      socket.write(frame(SETTINGS, ACK, 0, Buffer.alloc(0)));
-    } else if (type === PING && !(flags & ACK)) {
-      socket.write(frame(PING, ACK, 0, payload));
-    } else if (type === GOAWAY) {
+    } else if (type === FRAME.SETTINGS && !(flags & ACK)) {
+      socket.write(frame(FRAME.SETTINGS, ACK, 0, Buffer.alloc(0)));
+    } else if (type === FRAME.PING && !(flags & ACK)) {
+      socket.write(frame(FRAME.PING, ACK, 0, payload));
+    } else if (type === FRAME.GOAWAY) {
       failAll(new Error('the service sent GOAWAY'));
     }
   }
@@ -199,9 +183,9 @@ function grpcClient(port: number, keys: readonly string[]): Client {
         const message = messages.get(key) ?? requestMessage(key);
         socket.write(
           Buffer.concat([
-            frameHeader(block.length, HEADERS, END_HEADERS, stream),
+            frameHeader(block.length, FRAME.HEADERS, END_HEADERS, stream),
             block,
-            frameHeader(message.length, DATA, END_STREAM, stream),
+            frameHeader(message.length, FRAME.DATA, END_STREAM, stream),
             message,
           ]),
         );
@@ -294,11 +278,16 @@ async function carryOut(order: LoadOrder): Promise<LoadReply> {
     client =
       order.transport === 'grpc'
         ? grpcClient(order.port, order.keys)
-        : jsonClient(order.port, order.inFlight, order.keys);
+        : order.transport === 'json'
+          ? jsonClient(order.port, order.inFlight, order.keys)
+          : patternClient(order.port, DOMAIN, DESCRIPTOR_KEY, order.keys, order.inFlight);
     clients.set(name, client);
   }
   const before = process.cpuUsage();
-  const result = await run(client.decide, order.keys, order.inFlight, order.durationMs);
+  const result =
+    order.perSecond === undefined
+      ? await run(client.decide, order.keys, order.inFlight, order.durationMs)
+      : await paced(client.decide, order.keys, order.perSecond, order.durationMs);
   const used = process.cpuUsage(before);
   return { run: result, cpuMicros: used.user + used.system };
 }

@@ -99,8 +99,8 @@ function storeWatcher(
   return watcher;
 }
 
-/** A store call waiting for its answer or its deadline, whichever comes first. */
-interface Pending {
+/** A call waiting for its answer or its deadline, whichever comes first. */
+export interface Pending {
   /** When it is due (a performance.now() time), set by Deadlines.add. */
   due: number;
   done: boolean;
@@ -111,11 +111,12 @@ interface Pending {
 }
 
 /**
- * The deadlines of one guard's store calls. They all wait `ms`, so they fall due in the order they
- * were set: one timer, armed for the earliest, serves them all, instead of a timer per call. It
- * fires when that call is due, as a timer of its own would, and lapses when nothing waits.
+ * The deadlines of calls that all wait `ms` (one guard's store calls; sluice serve's gRPC calls of
+ * one grpc-timeout), so they fall due in the order they were set: one timer, armed for the
+ * earliest, serves them all, instead of a timer per call. It fires when that call is due, as a
+ * timer of its own would, and lapses when nothing waits.
  */
-class Deadlines {
+export class Deadlines {
   // From `head` on, the calls not known to be answered, in the order they fall due.
   private queue: (Pending | undefined)[] = [];
   private head = 0;

@@ -8,8 +8,8 @@ import { BadRequestError, type RateLimitRequest, type RateLimitResponse, type Re
 /** What the HTTP port answers besides POST /json. */
 export interface HttpRoutes {
   decide(request: RateLimitRequest): Promise<RateLimitResponse>;
-  /** Whether the service can decide: false while its store fails and it denies then. */
-  healthy(): Promise<boolean>;
+  /** Why the service does not serve now (stopping, or its store fails and it denies then); undefined while it does. */
+  unhealthy(): Promise<string | undefined>;
   metrics(): string;
   rlconfig(): string;
 }
@@ -178,13 +178,8 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
       return;
     case '/healthcheck':
       if (only('GET')) {
-        const healthy = await routes.healthy();
-        send(
-          res,
-          healthy ? 200 : 500,
-          'text/plain; charset=utf-8',
-          healthy ? 'OK\n' : 'the store is failing, and the service denies then\n',
-        );
+        const reason = await routes.unhealthy();
+        send(res, reason === undefined ? 200 : 500, 'text/plain; charset=utf-8', `${reason ?? 'OK'}\n`);
       }
       return;
     case '/metrics':

@@ -11,8 +11,10 @@ import { optionsObject } from '../core/validate.js';
 import type { Store } from '../engine/store.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
 import { startGrpc, stopGrpc } from './grpc.js';
+import { Health } from './health.js';
 import { startHttp, stopHttp } from './http.js';
 import { Metrics } from './metrics.js';
+import { shouldRateLimit, withCallDeadlines } from './rate-limit.js';
 import type { RateLimitRequest, RateLimitResponse } from './messages.js';
 import { Rules, type LimiterSettings } from './rules.js';
 import { decide } from './service.js';
@@ -61,7 +63,10 @@ export interface SluiceServer {
   readonly config: ServeConfig;
   /** Reads the configuration again; resolves true if it took effect, false if it was refused (the old one serves on). */
   reload(): Promise<boolean>;
-  /** Stops listening, and resolves once every call in flight is answered. The store is the caller's to close. */
+  /**
+   * Stops: health checks answer NOT_SERVING, the gRPC port takes no more calls, then the HTTP port
+   * none; resolves once every call in flight is answered. The store is the caller's to close.
+   */
   close(): Promise<void>;
 }
 
@@ -96,6 +101,24 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new InvalidOptionError(option, value, 'true or false');
   return value;
+}
+
+/**
+ * The service's health: NOT_SERVING while stopping, or while the store fails and the service
+ * denies then. Checks the options a limiter takes, as the service's own limiters will.
+ */
+function healthOf(settings: LimiterSettings): Health {
+  const probe = createLimiter({
+    ...settings,
+    policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
+    onOutage: () => undefined,
+  });
+  // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
+  return new Health(async () =>
+    settings.onStoreError === 'deny' && (await probe.peek('healthcheck')).reason !== undefined
+      ? 'the store is failing, and the service denies then'
+      : undefined,
+  );
 }
 
 function summary(config: ServeConfig): string {
@@ -133,7 +156,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     throw new InvalidOptionError('log', o.log, 'a function taking one line');
   const log = (o.log as ServeOptions['log']) ?? (() => undefined);
   if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
-  const settings: LimiterSettings = {
+  let settings: LimiterSettings = {
     store: o.store as Store,
     prefix: validPrefix(o.prefix),
     ...(o.timeout === undefined ? {} : { timeout: o.timeout as Duration }),
@@ -142,33 +165,31 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
   };
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
-  const health = createLimiter({
-    ...settings,
-    policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
-    onOutage: () => undefined,
-  });
+  const health = healthOf(settings);
+  const deadlines = withCallDeadlines(settings.store);
+  settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
   let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics);
 
-  const decideBy =
-    (transport: 'grpc' | 'http') =>
-    async (request: RateLimitRequest): Promise<RateLimitResponse> => {
-      metrics.inFlight(transport, 1);
-      try {
-        return await decide(rules, request, { shadow, headers, dynamicMetadata, metrics });
-      } finally {
-        metrics.inFlight(transport, -1);
-      }
-    };
-  const grpc = await startGrpc(decideBy('grpc'), host, grpcPort);
+  const decideOptions = { shadow, headers, dynamicMetadata, metrics };
+  const grpc = await startGrpc(
+    new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),
+    host,
+    grpcPort,
+  );
   let http;
   try {
     http = await startHttp(
       {
-        decide: decideBy('http'),
-        // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
-        healthy: async () =>
-          (await health.peek('healthcheck')).reason === undefined || settings.onStoreError !== 'deny',
+        decide: async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+          metrics.inFlight('http', 1);
+          try {
+            return await decide(rules, request, decideOptions);
+          } finally {
+            metrics.inFlight('http', -1);
+          }
+        },
+        unhealthy: () => health.check(),
         metrics: () => metrics.render(),
         rlconfig: () => describeConfig(rules.config),
       },
@@ -176,7 +197,8 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       httpPort,
     );
   } catch (error) {
-    await stopGrpc(grpc.server);
+    health.stop();
+    await stopGrpc(grpc);
     throw error;
   }
 
@@ -226,7 +248,10 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     async close() {
       watcher?.close();
       clearTimeout(settle);
-      await Promise.all([stopGrpc(grpc.server), stopHttp(httpServer)]);
+      // Health checks say NOT_SERVING from here on; the HTTP port answers them until gRPC's calls are done.
+      health.stop();
+      await stopGrpc(grpc);
+      await stopHttp(httpServer);
       await reloading;
     },
   };

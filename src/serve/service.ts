@@ -152,11 +152,19 @@ function dynamicMetadataOf(
   return fields;
 }
 
+/** How the service answers: global shadow mode, RateLimit headers, dynamic_metadata, and where it counts. */
+export interface DecideOptions {
+  readonly shadow: boolean;
+  readonly headers: boolean;
+  readonly dynamicMetadata: boolean;
+  readonly metrics: Metrics;
+}
+
 /** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */
 export async function decide(
   rules: Rules,
   request: RateLimitRequest,
-  options: { shadow: boolean; headers: boolean; dynamicMetadata: boolean; metrics: Metrics },
+  options: DecideOptions,
 ): Promise<RateLimitResponse> {
   const plans = rules.plan(request);
   const found = await verdicts(rules, plans);

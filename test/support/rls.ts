@@ -1,8 +1,28 @@
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { rateLimitService } from '../../src/serve/grpc.js';
+import { loadSync } from '@grpc/proto-loader';
+
+/** The .proto sluice serve speaks, which its users' clients load. */
+const PROTO_PATH = fileURLToPath(new URL('../../src/serve/proto/ratelimit.proto', import.meta.url));
+
+/** RateLimitService for a @grpc/grpc-js client or server: fields in camelCase, enums by name, 64-bit integers as numbers. */
+export function rateLimitService(): grpc.ServiceClientConstructor {
+  const definition = loadSync(PROTO_PATH, {
+    keepCase: false,
+    longs: Number,
+    enums: String,
+    defaults: false,
+    oneofs: true,
+  });
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
+  };
+  return loaded.envoy.service.ratelimit.v3.RateLimitService;
+}
 
 /** A RateLimitResponse as @grpc/proto-loader decodes it (camelCase, enums by name). */
 export interface WireResponse {
@@ -57,4 +77,31 @@ export async function configDir(
   };
   await Promise.all(Object.entries(files).map(([name, text]) => write(name, text)));
   return { dir, write, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Reads a protobuf message into its fields by number: varints as numbers, length-delimited and 64-bit ones as bytes. */
+export function protoFields(bytes: Buffer): Map<number, (number | Buffer)[]> {
+  const fields = new Map<number, (number | Buffer)[]>();
+  let at = 0;
+  const varint = () => {
+    let value = 0;
+    for (let shift = 0; ; shift += 7) {
+      const byte = bytes[at++] ?? assert.fail('truncated varint');
+      value += (byte & 0x7f) * 2 ** shift;
+      if (byte < 0x80) return value;
+    }
+  };
+  while (at < bytes.length) {
+    const tag = varint();
+    const [field, wireType] = [Math.floor(tag / 8), tag % 8];
+    let value: number | Buffer;
+    if (wireType === 0) value = varint();
+    else if (wireType === 1) value = bytes.subarray(at, (at += 8));
+    else if (wireType === 2) {
+      const length = varint();
+      value = bytes.subarray(at, (at += length));
+    } else assert.fail(`unexpected wire type ${wireType}`);
+    fields.set(field, [...(fields.get(field) ?? []), value]);
+  }
+  return fields;
 }

@@ -172,10 +172,7 @@ async function importServe<T>(part: () => Promise<T>): Promise<T> {
     return await part();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new Error(
-      `sluice serve: needs @grpc/grpc-js, @grpc/proto-loader and yaml: npm install @grpc/grpc-js @grpc/proto-loader yaml (${(error as Error).message})`,
-      { cause: error },
-    );
+    throw new Error(`sluice serve: needs yaml: npm install yaml (${(error as Error).message})`, { cause: error });
   }
 }
 

@@ -1,0 +1,75 @@
+import { messageOf } from '../core/errors.js';
+import { asLocalStore, type Store } from '../engine/store.js';
+import { GrpcError, Status, type UnaryMethod } from './grpc.js';
+import { RATE_LIMIT_SERVICE } from './health.js';
+import { decodeRateLimitRequest } from './protobuf.js';
+import { encodeRateLimitResponse } from './protobuf-writer.js';
+import { BadRequestError, type RateLimitResponse } from './messages.js';
+import type { Rules } from './rules.js';
+import { decide, type DecideOptions } from './service.js';
+
+/** A store as the service's limiters use it, and the deadline of the gRPC call being decided now. */
+export interface CallDeadlines {
+  readonly store: Store;
+  deadline: number;
+}
+
+/**
+ * `store`, as the service's limiters use it: a step asked while `deadline` is set must take effect
+ * before it (a performance.now() time) too, or count nothing. The limiters ask the store in the
+ * same turn as a decision starts, so a gRPC call's deadline, set around that start, reaches every
+ * step of its decision; a step asked later (a refund) keeps its own.
+ */
+export function withCallDeadlines(store: Store): CallDeadlines {
+  const deadlines = {
+    deadline: Infinity,
+    store: {
+      run: (script, keys, args, deadline = Infinity) =>
+        store.run(script, keys, args, Math.min(deadline, deadlines.deadline)),
+      ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
+    } as Store,
+  };
+  if (store.runLocal !== undefined) asLocalStore(deadlines.store, store.runLocal);
+  return deadlines;
+}
+
+/** What a failed decision answers over gRPC: a bad request is INVALID_ARGUMENT, the rest INTERNAL. */
+function grpcErrorOf(error: unknown): never {
+  if (error instanceof GrpcError) throw error;
+  throw new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
+}
+
+/**
+ * ShouldRateLimit over gRPC, by its path: decided by the rules serving now (`rulesNow()`), each
+ * call's deadline passed to the store through `deadlines`, the call counted in flight while it is
+ * decided. No closure is made per call.
+ */
+export function shouldRateLimit(
+  rulesNow: () => Rules,
+  deadlines: CallDeadlines,
+  options: DecideOptions,
+): [string, UnaryMethod] {
+  const { metrics } = options;
+  const answered = (response: RateLimitResponse) => {
+    metrics.inFlight('grpc', -1);
+    return encodeRateLimitResponse(response);
+  };
+  const failed = (error: unknown) => {
+    metrics.inFlight('grpc', -1);
+    return grpcErrorOf(error);
+  };
+  const method: UnaryMethod = {
+    kind: 'unary',
+    answer(message, deadline) {
+      const request = decodeRateLimitRequest(message);
+      metrics.inFlight('grpc', 1);
+      deadlines.deadline = deadline;
+      try {
+        return decide(rulesNow(), request, options).then(answered, failed);
+      } finally {
+        deadlines.deadline = Infinity;
+      }
+    },
+  };
+  return [`/${RATE_LIMIT_SERVICE}/ShouldRateLimit`, method];
+}

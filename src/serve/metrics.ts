@@ -42,7 +42,8 @@ function labelText(labels: MetricAttributes, extra = ''): string {
  */
 export class Metrics {
   private readonly families = new Map<string, Family>();
-  private readonly descriptors = new Map<string, Series>();
+  /** sluice_serve_descriptors_total's series by domain, then rule: OK, OVER_LIMIT, then the same shadow-denied. */
+  private readonly descriptors = new Map<string, Map<string, (Series | undefined)[]>>();
   private readonly inFlightSeries: { grpc?: Series; http?: Series } = {};
 
   private family(name: string, type: Family['type'], help: string, bounds: readonly number[] = []): Family {
@@ -124,19 +125,21 @@ export class Metrics {
   }
 
   /** One descriptor's answer: by domain, rule and code, shadow-mode would-be denials apart. */
-  descriptor(domain: string, rule: string, code: string, shadowDenied: boolean): void {
-    const id = `${domain}\n${rule}\n${code}\n${shadowDenied}`;
-    let series = this.descriptors.get(id);
+  descriptor(domain: string, rule: string, code: 'OK' | 'OVER_LIMIT', shadowDenied: boolean): void {
+    // Found by maps of the strings the call has at hand, not by a key built per call.
+    let rules = this.descriptors.get(domain);
+    if (rules === undefined) this.descriptors.set(domain, (rules = new Map<string, (Series | undefined)[]>()));
+    let slots = rules.get(rule);
+    if (slots === undefined) rules.set(rule, (slots = []));
+    const slot = (code === 'OK' ? 0 : 1) + (shadowDenied ? 2 : 0);
+    let series = slots[slot];
     if (series === undefined) {
       const family = this.family(
         'sluice_serve_descriptors_total',
         'counter',
         'Descriptors decided, by domain, rule and code (shadow_denied: admitted by shadow mode only)',
       );
-      this.descriptors.set(
-        id,
-        (series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) })),
-      );
+      slots[slot] = series = this.series(family, { domain, rule, code, shadow_denied: String(shadowDenied) });
     }
     series.value++;
   }

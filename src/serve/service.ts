@@ -1,5 +1,6 @@
 import { bindingPolicy } from '../core/binding.js';
-import type { Decision, PolicyDecision } from '../core/types.js';
+import type { Decision, LimitOptions, PolicyDecision } from '../core/types.js';
+import type { JointPart } from '../limiter/joint.js';
 import { rateLimitHeaders } from '../http/headers.js';
 import type { Entry } from './match.js';
 import type { DescriptorStatus, RateLimitRequest, RateLimitResponse } from './messages.js';
@@ -24,6 +25,23 @@ interface Verdict {
 
 /** A limited descriptor's plan that a policy could admit. */
 type Limited = Extract<Plan, { kind: 'limit' }>;
+
+// A descriptor's limit options at cost 1, most requests' cost: one object for all of them.
+const COST_ONE: LimitOptions = Object.freeze({ cost: 1 });
+
+/** A limited descriptor asked of its rule's own limiter. */
+function askAlone(plan: Limited): Promise<Decision> {
+  const { cost, policy } = plan;
+  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? COST_ONE : { cost });
+}
+
+/** The joint call's parts: each descriptor's key, policies and cost. */
+function partsOf(plans: readonly Plan[], together: readonly number[]): JointPart[] {
+  return together.map((i) => {
+    const plan = plans[i] as Limited;
+    return { key: plan.key, policies: plan.policy ? [plan.policy] : plan.rule.limiter.policies, cost: plan.cost };
+  });
+}
 
 /** Whether a decision counted its request (and so has units to give back). */
 function counted(decision: Decision): boolean {
@@ -55,29 +73,20 @@ async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict 
   const together: number[] = [];
   const alone: number[] = [];
   let refused = false;
-  plans.forEach((plan, i) => {
+  for (let i = 0; i < plans.length; i++) {
+    const plan = plans[i] as Plan;
     if (plan.kind === 'refuse') refused ||= !plan.shadow;
     else if (plan.kind === 'limit') (plan.rule.shadow ? alone : together).push(i);
-  });
-  const parts = together.map((i) => {
-    const plan = plans[i] as Limited;
-    return { key: plan.key, policies: plan.policy ? [plan.policy] : plan.rule.limiter.policies, cost: plan.cost };
-  });
-  const joint = (together.length > 1 || (refused && together.length > 0)) && rules.canDecideTogether(parts);
+  }
+  const parts = together.length > 1 || (refused && together.length > 0) ? partsOf(plans, together) : undefined;
+  const joint = parts !== undefined && rules.canDecideTogether(parts);
   if (!joint) alone.push(...together);
-  // Asked at once, so that the joint call and the others go out in one batch.
-  const [decided, decisions] = await Promise.all([
-    joint ? rules.joint.limit(parts, refused ? 'peek' : 'limit') : undefined,
-    Promise.all(
-      alone.map((i) => {
-        const plan = plans[i] as Limited;
-        return plan.rule.limiter.limit(
-          plan.key,
-          plan.policy ? { cost: plan.cost, policy: plan.policy } : { cost: plan.cost },
-        );
-      }),
-    ),
-  ]);
+  const ask = (i: number) => askAlone(plans[i] as Limited);
+  // Asked at once, so that the joint call and the others go out in one batch; a lone descriptor
+  // (most requests) without the arrays and promises that gathering them takes.
+  const [decided, decisions] = joint
+    ? await Promise.all([rules.joint.limit(parts, refused ? 'peek' : 'limit'), Promise.all(alone.map(ask))])
+    : [undefined, alone.length === 1 ? [await ask(alone[0] as number)] : await Promise.all(alone.map(ask))];
   alone.forEach((i, n) => (found[i] = verdictOf(decisions[n] as Decision)));
   if (decided) {
     const taken = decided.allowed && !refused && decided.reason === undefined;

@@ -11,7 +11,8 @@ import type {
   PolicyDecision,
   Reservation,
 } from '../core/types.js';
-import { optionsObject, type PeerNames } from '../core/validate.js';
+import { MIDDLEWARE_PEER_NAMES } from '../core/peer-names.js';
+import { optionsObject } from '../core/validate.js';
 import {
   addressKey,
   clientAddressConfig,
@@ -230,71 +231,6 @@ const OPTIONS = [
   'ipv6Subnet',
 ];
 
-const POLICY_INSTEAD = 'use "policy" (e.g. fixedWindow({ limit: 100, window: "15m" })) with "store", or a "limiter"';
-const HEADERS_INSTEAD =
-  'use "headers": "draft-11" (the default), "draft-8", "draft-7", "draft-6", "legacy", "openai" or false';
-const BODY_INSTEAD = 'use "body": (req, denial) => what to send';
-const SKIP_INSTEAD = 'use "skip": (req) => true lets a request through uncounted';
-const ALLOW_INSTEAD =
-  'failing open is the default; "onStoreError" chooses otherwise (beside "policy" and "store", or createLimiter\'s for a "limiter")';
-const KEY_INSTEAD = 'use "key": (req) => the client\'s key (the adapter\'s clientAddress(req) gives the default one)';
-
-/** What users of express-rate-limit, @fastify/rate-limit, hono-rate-limiter, koa-ratelimit and @nestjs/throttler would write, and sluice's option for it. */
-const PEER_NAMES: PeerNames = {
-  keyGenerator: KEY_INSTEAD,
-  getTracker: KEY_INSTEAD,
-  generateKey:
-    'use "key": (req) => the client\'s key, and "prefix" (or the limiter\'s) to keep one limiter\'s keys apart from another\'s',
-  id: 'use "key": (req) => the client\'s key',
-  max: POLICY_INSTEAD,
-  limit: POLICY_INSTEAD,
-  windowMs: POLICY_INSTEAD,
-  timeWindow: POLICY_INSTEAD,
-  duration: POLICY_INSTEAD,
-  points: POLICY_INSTEAD,
-  ttl: POLICY_INSTEAD,
-  throttlers:
-    'use "policy": [fixedWindow({ limit, window: ttl }), ...] (one policy per throttler, decided together) with "store", or a "limiter"',
-  standardHeaders: HEADERS_INSTEAD,
-  legacyHeaders: HEADERS_INSTEAD,
-  addHeaders: HEADERS_INSTEAD,
-  addHeadersOnExceeding: HEADERS_INSTEAD,
-  enableDraftSpec: HEADERS_INSTEAD,
-  disableHeader: HEADERS_INSTEAD,
-  setHeaders: HEADERS_INSTEAD,
-  message: BODY_INSTEAD,
-  errorMessage: BODY_INSTEAD,
-  errorResponseBuilder: BODY_INSTEAD,
-  handler:
-    'use "respond": (req, denial) => ({ status, headers, body }), or "body" for the body alone; "onDenied": (req, denial) => a side effect on each denial',
-  statusCode: 'use "status"',
-  allowList: SKIP_INSTEAD,
-  allowlist: SKIP_INSTEAD,
-  whitelist: SKIP_INSTEAD,
-  skipIf: SKIP_INSTEAD,
-  ignoreUserAgents:
-    "use \"skip\": (req) => /bot/i.test(req.headers['user-agent'] ?? '') lets those requests through uncounted",
-  skipOnError: ALLOW_INSTEAD,
-  passOnStoreError: ALLOW_INSTEAD,
-  redis: 'use "store": redisStore(client), with "policy"; or a "limiter"',
-  storage: 'use "store": redisStore(client), with "policy"; or a "limiter"',
-  keyPrefix: 'use "prefix"',
-  trustProxy:
-    'use "trustedProxies": the number of proxies in front of this server, or "framework" to defer to its own setting (Express, Fastify, Koa)',
-  nameSpace: 'use "prefix"',
-  identifier: 'name the policy: fixedWindow({ ..., name })',
-  name: 'name the policy: fixedWindow({ ..., name })',
-  ban: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after, block } })',
-  blockDuration: 'use the limiter\'s "penalty": createLimiter({ ..., penalty: { after: 1, block } })',
-  validate: 'sluice checks every option when the middleware is built; there is nothing to turn off',
-  requestPropertyName:
-    "the decision is always at req.rateLimit (Express, node:http, NestJS), request.rateLimit (Fastify), c.get('rateLimit') (Hono), ctx.state.rateLimit (Koa)",
-  requestWasSuccessful: 'a status below 400 is a success for skipSuccessfulRequests and skipFailedRequests',
-  // sluice's own name in 0.1.
-  onWarning:
-    "sluice's warnings are process warnings, each with a code (docs/errors.md#warnings): process.on('warning', (warning) => ...)",
-};
-
 function optionalFunction(options: Record<string, unknown>, name: string): void {
   if (options[name] !== undefined && typeof options[name] !== 'function')
     throw new InvalidOptionError(name, options[name], 'a function');
@@ -439,7 +375,7 @@ export function rateLimitOptionsObject(
   options: unknown,
   adapter: AdapterSpec = {},
 ): Record<string, unknown> {
-  return optionsObject(factory, options, [...OPTIONS, ...(adapter.options ?? [])], PEER_NAMES);
+  return optionsObject(factory, options, [...OPTIONS, ...(adapter.options ?? [])], MIDDLEWARE_PEER_NAMES);
 }
 
 /**

@@ -1,8 +1,9 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { callHook } from '../core/host.js';
-import { limitEach, waitThrough } from './limiter.js';
+import { limitEach, waitThrough } from './built-on-limit.js';
 import type { Decision, Lease, Limiter, Reservation, StoreFailure } from '../core/types.js';
-import { optionsObject, type PeerNames } from '../core/validate.js';
+import { OBSERVE_OLD_NAMES } from '../core/peer-names.js';
+import { optionsObject } from '../core/validate.js';
 
 /** Metric attributes: what every series is labelled with. */
 export type MetricAttributes = Readonly<Record<string, string>>;
@@ -45,16 +46,6 @@ export interface ObserveOptions {
   /** Put the client's key in events. Default false: keys may be user ids or IP addresses. */
   includeKeys?: boolean;
 }
-
-// Outages have one tracker, the limiter's failure guard: observe() counts what it reports.
-const OUTAGES_INSTEAD =
-  "store failures and recoveries are the limiter's to report: createLimiter({ ..., onOutage, onRecovery }); observe() counts them in sluice.store.errors";
-
-/** observe()'s own names in 0.1. */
-const OLD_NAMES: PeerNames = {
-  onStoreError: `use the limiter's "onOutage": ${OUTAGES_INSTEAD}`,
-  onRecover: `use the limiter's "onRecovery": ${OUTAGES_INSTEAD}`,
-};
 
 /** Fields a decision carries in shadow mode: read defensively, all optional. */
 interface DecisionExtras {
@@ -138,7 +129,7 @@ function isUsageError(error: unknown): boolean {
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
-  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OLD_NAMES);
+  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OBSERVE_OLD_NAMES);
   if (o.meter !== undefined && !isMeter(o.meter))
     throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
   if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')

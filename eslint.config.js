@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 // The core runs on Web-standard APIs alone (Node, Bun, Deno, Workers; docs/runtimes.md): only the
 // CLI, the decision service and the node:http adapter may import Node's modules.
 const NODE_MODULES_MESSAGE =
-  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts and incoming.ts';
+  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts and node-http.ts';
 
 const NODE_BUILTINS = builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE }));
 const NODE_PREFIX = { regex: '^node:', message: NODE_MODULES_MESSAGE };
@@ -53,7 +53,7 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/incoming.ts'],
+    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/node-http.ts'],
     rules: {
       'no-restricted-imports': ['error', { paths: NODE_BUILTINS, patterns: [NODE_PREFIX] }],
       'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }],
@@ -101,7 +101,7 @@ export default tseslint.config(
       'src/cli/**',
       'src/serve/**',
       'src/adapters/node.ts',
-      'src/adapters/incoming.ts',
+      'src/adapters/node-http.ts',
       'src/adapters/fastify.ts',
       'src/stores/redis.ts',
       'src/engine/batch.ts',

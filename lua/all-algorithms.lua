@@ -268,7 +268,7 @@ end
 -- longest lease or extension (366 days): a set whose last one does is junk (see cc_live).
 ALG.cc = {}
 
--- The state shared by slidingLog and concurrency (src/algorithms/timed-set.ts): a sorted set of
+-- The state shared by slidingLog and concurrency (src/algorithms/sorted-set-reader.ts): a sorted set of
 -- integer ids scored by a time in ms (an entry's admission, a lease's expiry), pruned of what
 -- cutoff leaves behind.
 -- cc_live(key, cutoff, latest, peek): prunes members scored at or before cutoff (a string; a
@@ -449,7 +449,7 @@ end
 -- (below): integer us, nothing lost to rounding.
 --   p  T in us (step), burst (size), 1000 us per ms (perMs)
 --
--- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+-- The state shared by gcra and tokenBucket (src/algorithms/gcra-and-token-bucket.ts): the instant at which
 -- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
 -- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
 -- instant step further, and a request fits while the instant stays within size steps of now.
@@ -551,7 +551,7 @@ end
 -- ahead: a log further ahead is junk (see sl_live).
 ALG.sl = {}
 
--- The state shared by slidingLog and concurrency (src/algorithms/timed-set.ts): a sorted set of
+-- The state shared by slidingLog and concurrency (src/algorithms/sorted-set-reader.ts): a sorted set of
 -- integer ids scored by a time in ms (an entry's admission, a lease's expiry), pruned of what
 -- cutoff leaves behind.
 -- sl_live(key, cutoff, latest, peek): prunes members scored at or before cutoff (a string; a
@@ -730,7 +730,7 @@ end
 -- exact for that rounded rate.
 --   p  a token's refill time in units of 100 ns (step), capacity (size), 10000 units per ms (perMs)
 --
--- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+-- The state shared by gcra and tokenBucket (src/algorithms/gcra-and-token-bucket.ts): the instant at which
 -- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
 -- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
 -- instant step further, and a request fits while the instant stays within size steps of now.

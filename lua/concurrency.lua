@@ -268,7 +268,7 @@ end
 -- longest lease or extension (366 days): a set whose last one does is junk (see cc_live).
 ALG.cc = {}
 
--- The state shared by slidingLog and concurrency (src/algorithms/timed-set.ts): a sorted set of
+-- The state shared by slidingLog and concurrency (src/algorithms/sorted-set-reader.ts): a sorted set of
 -- integer ids scored by a time in ms (an entry's admission, a lease's expiry), pruned of what
 -- cutoff leaves behind.
 -- cc_live(key, cutoff, latest, peek): prunes members scored at or before cutoff (a string; a

@@ -266,7 +266,7 @@ end
 -- exact for that rounded rate.
 --   p  a token's refill time in units of 100 ns (step), capacity (size), 10000 units per ms (perMs)
 --
--- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+-- The state shared by gcra and tokenBucket (src/algorithms/gcra-and-token-bucket.ts): the instant at which
 -- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
 -- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
 -- instant step further, and a request fits while the instant stays within size steps of now.

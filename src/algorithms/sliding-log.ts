@@ -5,7 +5,7 @@ import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engin
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
 import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
 import { rateName } from './policy.js';
-import { timedSetLua } from './timed-set.js';
+import { sortedSetReaderLua } from './sorted-set-reader.js';
 
 export interface SlidingLogOptions {
   /** Requests admitted in any window of this length. */
@@ -39,7 +39,7 @@ const LUA = `
 -- so a server clock stepping back cannot reorder the log, and leaves the newest at most a window
 -- ahead: a log further ahead is junk (see sl_live).
 ALG.sl = {}
-${timedSetLua('sl')}
+${sortedSetReaderLua('sl')}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   -- Only ever an argument: formatted once, not by each redis.call (see digits).

@@ -4,7 +4,7 @@ import { policyDecision } from '../core/binding.js';
 import { decisionReplyLength } from '../engine/reply.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
 import type { Store } from '../engine/store.js';
-import { promiseFor, type Settlers } from '../core/settlers.js';
+import { promiseFor, type Settlers } from '../engine/promise-settlers.js';
 import { TIMER_SLACK_MS, type Deadlines, type Pending } from './deadlines.js';
 import { decisionOf } from './decision.js';
 import { DENY_RETRY_AFTER_MS, type StoreErrorPolicy } from './failure-options.js';

@@ -7,7 +7,7 @@ import {
   toStoreError,
 } from '../core/errors.js';
 import { afterThisTick, afterThisTurn } from '../core/host.js';
-import { promiseFor, type Settlers } from '../core/settlers.js';
+import { promiseFor, type Settlers } from '../engine/promise-settlers.js';
 import { aclKeyPattern } from '../core/keys.js';
 import { LATE } from '../engine/driver.js';
 import type { Arg, Reply, Script } from '../engine/script.js';

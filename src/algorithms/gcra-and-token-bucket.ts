@@ -2,7 +2,7 @@ import { defineAlgorithm, undecided, type Algorithm, type Decided } from '../eng
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
 
 // The header of both forms' Lua, after the algorithm's own.
-const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/gcra-and-token-bucket.ts): the instant at which
 -- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
 -- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
 -- instant step further, and a request fits while the instant stays within size steps of now.
@@ -179,7 +179,7 @@ interface FreshAtState extends Decided {
  * what the parametrisation is). The memory store only holds keys that have not expired by `now`,
  * each with a TTL, so its cells are the live keys of the Lua.
  */
-export function freshAtAlgorithm(id: string, header: string): Algorithm {
+export function gcraOrTokenBucket(id: string, header: string): Algorithm {
   return defineAlgorithm<number, FreshAtState>({
     id,
     stableDenials: true,

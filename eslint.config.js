@@ -104,6 +104,7 @@ export default tseslint.config(
       'src/adapters/node-http.ts',
       'src/adapters/fastify.ts',
       'src/stores/redis.ts',
+      'src/stores/redis-clients.ts',
       'src/engine/batch.ts',
       'src/engine/msgpack.ts',
     ],
@@ -114,6 +115,34 @@ export default tseslint.config(
         { name: 'Buffer', message: 'a Worker has no Buffer: use Uint8Array, TextEncoder, btoa' },
       ],
     },
+  },
+  // A file holds one concern and a function one step (docs/architecture.md, "Size"): lines counted as
+  // written, comments and blank lines included.
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines': ['error', { max: 400, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false }],
+    },
+  },
+  // The exceptions, each with its reason.
+  {
+    // driverTwin mirrors the Lua's decideCall step by step, in one function as the Lua is one, so the
+    // two read side by side (test/parity checks they agree).
+    files: ['src/engine/driver-twin.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
+    // The memory store's state and its hot path (execute) share one closure, whose every access is on
+    // the path docs/performance.md measures; split it only with a measurement beside it.
+    files: ['src/stores/memory.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
+    // createServer starts the transports, health and metrics and shuts them down in order; it is left
+    // for the change that moves src/serve onto the public API alone (issue 30, item 5).
+    files: ['src/serve/server.ts'],
+    rules: { 'max-lines-per-function': 'off' },
   },
   {
     // JavaScript outside the TypeScript program: this file, and plain programs every runtime runs as they are.

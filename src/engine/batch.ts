@@ -1,5 +1,5 @@
 import { sha1Hex } from '../core/digest.js';
-import { readServerTime } from './driver.js';
+import { readServerTime } from './driver-lua.js';
 import type { Arg, Script } from './script.js';
 import { unpackArray } from './msgpack.js';
 

@@ -121,6 +121,35 @@ function isUsageError(error: unknown): boolean {
   return error instanceof SluiceError && error.code !== 'SLUICE_STORE_ERROR';
 }
 
+/** The labels of each timed operation's durations. */
+function operationLabels(labels: MetricAttributes): Record<Timed, MetricAttributes> {
+  return {
+    limit: { ...labels, 'sluice.operation': 'limit' },
+    peek: { ...labels, 'sluice.operation': 'peek' },
+    reset: { ...labels, 'sluice.operation': 'reset' },
+  };
+}
+
+/** observe()'s options, checked. */
+function observeOptions(options: unknown): {
+  meter: MeterLike | undefined;
+  onDecision: ObserveOptions['onDecision'];
+  includeKeys: boolean;
+} {
+  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OBSERVE_OLD_NAMES);
+  if (o.meter !== undefined && !isMeter(o.meter))
+    throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
+  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
+    throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
+  if (o.onDecision !== undefined && typeof o.onDecision !== 'function')
+    throw new InvalidOptionError('onDecision', o.onDecision, 'a function');
+  return {
+    meter: o.meter,
+    onDecision: o.onDecision as ObserveOptions['onDecision'],
+    includeKeys: o.includeKeys === true,
+  };
+}
+
 /**
  * A limiter that decides exactly as `limiter` does and reports what happens through OpenTelemetry,
  * labelled by prefix, policy and algorithm: counters of allowed, denied and shadow-denied requests,
@@ -129,15 +158,8 @@ function isUsageError(error: unknown): boolean {
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
-  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OBSERVE_OLD_NAMES);
-  if (o.meter !== undefined && !isMeter(o.meter))
-    throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
-  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
-    throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
-  if (o.onDecision !== undefined && typeof o.onDecision !== 'function')
-    throw new InvalidOptionError('onDecision', o.onDecision, 'a function');
-  const onDecision = o.onDecision as ObserveOptions['onDecision'];
-  const includeKeys = o.includeKeys === true;
+  const o = observeOptions(options);
+  const { onDecision, includeKeys } = o;
 
   let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter);
   let loading =
@@ -150,11 +172,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
 
   const where = { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
   const labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
-  const byOperation: Record<Timed, MetricAttributes> = {
-    limit: { ...labels, 'sluice.operation': 'limit' },
-    peek: { ...labels, 'sluice.operation': 'peek' },
-    reset: { ...labels, 'sluice.operation': 'reset' },
-  };
+  const byOperation = operationLabels(labels);
 
   const countFailure = ({ operation, reason }: StoreFailure) =>
     instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason });

@@ -2,8 +2,8 @@ import { sha1Hex } from '../core/digest.js';
 import { MAX_DURATION_MS } from '../core/duration.js';
 import type { Script } from './script.js';
 
-// The Lua every script shares, assembled by build(). Its headers are Lua comments, so the assembled
-// script documents itself: lua/ holds the scripts as Redis runs them (`npm run scripts`).
+// The Lua every script shares, assembled by driverScript(), which leaves out the comments: they
+// explain the Lua here; lua/ holds the scripts as Redis runs them (`npm run scripts`).
 const HELPERS = `
 -- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor); sluice's repository
 -- holds such scripts under lua/, where npm run scripts prints any of them. Its definitions come
@@ -302,10 +302,24 @@ decideCall(KEYS[1], KEYS, 1, ARGV, now, out, 1)
 return out
 `;
 
+/**
+ * `lua` without its lines of comment: they explain the Lua here, in src, and are not sent to Redis
+ * (nor copied into every file of lua/).
+ */
+export function withoutComments(lua: string): string {
+  return lua
+    .split('\n')
+    .filter((line) => !line.trimStart().startsWith('--'))
+    .join('\n');
+}
+
 /** A script: the driver, then the algorithms' Lua, then the body of a call sent alone. */
 export function driverScript(name: string, algorithmsLua: readonly string[], twin: Script['twin']): Script {
   // The driver before the algorithms, so its lines are the same in every script.
-  const setup = `${[HELPERS, PARSE_CALL, DRIVER, ...algorithmsLua].map((lua) => lua.trim()).join('\n\n')}\n\n`;
-  const lua = `-- sluice: ${name}\n${setup}${BODY}`;
-  return { name, lua, setup, body: BODY, sha: sha1Hex(lua), twin };
+  const setup = withoutComments(
+    `${[HELPERS, PARSE_CALL, DRIVER, ...algorithmsLua].map((lua) => lua.trim()).join('\n\n')}\n\n`,
+  );
+  const body = withoutComments(BODY);
+  const lua = `-- sluice: ${name}, assembled from src/engine/driver-lua.ts and src/algorithms/ (explained there)\n${setup}${body}`;
+  return { name, lua, setup, body, sha: sha1Hex(lua), twin };
 }

@@ -57,7 +57,7 @@ function commentLines(text: string): boolean[] {
     let onlyComment = trimmed.length > 0;
     for (let i = 0; i < line.length && onlyComment; i++)
       if (!inComment[start + i] && line[i] !== ' ' && line[i] !== '\t') onlyComment = false;
-    lines.push(onlyComment || (trimmed.startsWith('--') && inTemplate[first] === 1));
+    lines.push(onlyComment || (/^--( |$)/.test(trimmed) && inTemplate[first] === 1));
     start += line.length + 1;
   }
   return lines;

@@ -53,11 +53,9 @@ const WITH_PEXPIRETIME: ExpiryForm = {
   if at ~= -1 and at <= now then return 0 end
 ${READ_VALUE}`,
   write: (id) => `${writes(id)}
--- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates), so
--- only its expiry changes: PEXPIREAT instead of SET with PXAT and the remainder's formatting saved
--- about 7,800 of 49,600 instructions a decision with every key live (docs/performance.md). Else the
--- remainder is written too: at one cost, every fresh key (as many clients' are, their state
--- expired) gets the same one, which a batch formats once (the last one written, and its text, kept).
+-- Moved by whole ms, the key keeps its remainder, so only its expiry is written, with PEXPIREAT
+-- (docs/performance.md). Else the remainder is written too, formatted once per batch for a run of
+-- equal ones (the last one written, and its text, kept).
 local ${id}_rem, ${id}_remText
 local function ${id}_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)

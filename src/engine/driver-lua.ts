@@ -294,9 +294,8 @@ end`;
 const BODY = `-- A call sent alone: KEYS its block key, then its other keys as decideCall reads them; ARGV as
 -- callOf reads it and then the call's deadline. The reply is now, then decideCall's.
 ${readServerTime('ARGV[#ARGV] + 0')}
--- The reply's table is made as long as a one-policy reply (8 numbers) at once: filled entry by
--- entry, a table is resized at each power of two, which cost a lone call about 4,000 instructions
--- (docs/performance.md). Redis's reply ends at the first nil.
+-- The reply's table is sized once, for a one-policy reply (docs/performance.md). Redis's reply
+-- ends at the first nil.
 local out = {now, nil, nil, nil, nil, nil, nil, nil}
 decideCall(KEYS[1], KEYS, 1, ARGV, now, out, 1)
 return out

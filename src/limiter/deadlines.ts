@@ -83,12 +83,9 @@ export class Deadlines {
   }
 
   /**
-   * Answers calls whose deadline passed, by their timeout, unless their reply is read first. Node
-   * runs due timers before it reads the sockets that became readable while the event loop was busy
-   * (in a request's handler, say): a reply that Redis sent in time may be waiting there, from a
-   * call Redis counted. Answered by the timeout, that call would be counted and answered by the
-   * failure policy both. So the timeout waits for the end of the turn, after the event loop has
-   * read every socket ready now, and a reply already here wins.
+   * Answers calls whose deadline passed by their timeout at the end of this turn, so that a reply
+   * already waiting in a socket (Node runs timers before it reads them) wins: else a call Redis
+   * counted would also be answered by the failure policy.
    */
   private expire(due: readonly Pending[]): void {
     afterThisTurn(() => {

@@ -16,12 +16,13 @@ export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision 
   // A loop, not map(): no closure per decision, on the memory store's hot path.
   const perPolicy = new Array<PolicyDecision>(policies.length);
   for (let i = 0; i < policies.length; i++) {
+    // V8: Math.min(x) holds x as a small integer, not a boxed heap number (docs/performance.md).
     perPolicy[i] = policyDecision(
       policies[i] as Policy,
       policyAllowed(reply, i),
-      policyRemaining(reply, i),
-      policyResetAfterMs(reply, i),
-      policyRetryAfterMs(reply, i),
+      Math.min(policyRemaining(reply, i)),
+      Math.min(policyResetAfterMs(reply, i)),
+      Math.min(policyRetryAfterMs(reply, i)),
     );
   }
   const binding = bindingPolicy(perPolicy);

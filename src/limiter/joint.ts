@@ -38,12 +38,10 @@ export interface JointLimiterOptions extends FailureOptions {
 }
 
 /**
- * Decides the limits of several clients as one atomic step, as a limiter decides its policies for
- * one: the request is admitted only if every part is under all of its policies, and then counted
- * in all of them; a denial counts nothing in any. The parts' state is the state their limiters
- * keep (same prefix, same keys), so a part may be decided here and alone by turns. No penalty box
- * (a part's block key is the one a joint call cannot write for the others), and the first part's
- * block is the one a call honours.
+ * Decides the limits of several clients as one atomic step: admitted only if every part is under
+ * all of its policies, then counted in all; a denial counts nothing. The parts' keys are their
+ * limiters' (same prefix), so a part may be decided here and alone by turns. No penalty box; the
+ * first part's block is the one a call honours.
  */
 export interface JointLimiter {
   /** Whether the store can decide these parts in one step: on a Redis Cluster only keys of one slot can. */

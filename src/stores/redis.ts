@@ -79,15 +79,10 @@ async function evaluate(
 }
 
 /**
- * State in Redis: each decision is one run of the algorithm's script, by EVALSHA. The script is
- * sent whole (EVAL, which also caches it) only when Redis answers NOSCRIPT: after a restart, a
- * failover or SCRIPT FLUSH, or on a cluster node that has not seen it yet.
- *
- * Decisions asked for together go out together: one EVALSHA of a batch script runs each of them in
- * turn, as if sent alone, so a busy server pays one command per batch instead of one per decision.
- * Together means in one turn of the event loop (every request a server read in it) while the store
- * is busy, and in one tick (limitMany, Promise.all) while it is idle. On a cluster a batch only holds
- * keys of one slot, so it runs on the node that owns them; a lone decision is sent as it is.
+ * State in Redis: each decision is one run of its script, by EVALSHA (EVAL on NOSCRIPT). Decisions
+ * asked together (in one turn of the event loop while the store is busy, one tick while it is idle)
+ * go out as one EVALSHA of a batch script, per cluster slot; a lone one is sent as it is
+ * (docs/architecture.md, "Stores").
  */
 export function redisStore(client: RedisClient): Store {
   const redis = scriptClient(client);

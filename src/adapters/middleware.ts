@@ -30,7 +30,7 @@ export interface RateLimitInfo extends Decision {
 
 /**
  * The decision with the client's key, `{ ...decision, key }`: a literal when it has the usual six
- * fields (V8: a key added to a spread copy moves it to a new map; docs/performance.md).
+ * fields (V8: a key added to a spread copy moves it to a new map; bench/NOTES.md).
  */
 function rateLimitInfo(decision: Decision, key: string): RateLimitInfo {
   if (!hasUsualFields(decision)) return Object.assign({}, decision, { key });

@@ -54,7 +54,7 @@ const WITH_PEXPIRETIME: ExpiryForm = {
 ${READ_VALUE}`,
   write: (id) => `${writes(id)}
 -- Moved by whole ms, the key keeps its remainder, so only its expiry is written, with PEXPIREAT
--- (docs/performance.md). Else the remainder is written too, formatted once per batch for a run of
+-- (bench/NOTES.md). Else the remainder is written too, formatted once per batch for a run of
 -- equal ones (the last one written, and its text, kept).
 local ${id}_rem, ${id}_remText
 local function ${id}_write(key, now, ahead, perMs, before)

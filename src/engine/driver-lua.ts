@@ -294,7 +294,7 @@ end`;
 const BODY = `-- A call sent alone: KEYS its block key, then its other keys as decideCall reads them; ARGV as
 -- callOf reads it and then the call's deadline. The reply is now, then decideCall's.
 ${readServerTime('ARGV[#ARGV] + 0')}
--- The reply's table is sized once, for a one-policy reply (docs/performance.md). Redis's reply
+-- The reply's table is sized once, for a one-policy reply (bench/NOTES.md). Redis's reply
 -- ends at the first nil.
 local out = {now, nil, nil, nil, nil, nil, nil, nil}
 decideCall(KEYS[1], KEYS, 1, ARGV, now, out, 1)

@@ -2,7 +2,7 @@
  * Reads what Redis's `cmsgpack.pack` makes of a batch script's reply: one MessagePack array of
  * numbers and strings (the batch's lengths, replies and error messages). Only the types that array
  * can hold are read; anything else is an error, as is an array that ends early. Why a batch replies
- * packed: docs/performance.md (the batch's reply).
+ * packed: bench/NOTES.md (the Redis store's batch).
  */
 type Reader = (bytes: Buffer, at: number) => number;
 

@@ -53,7 +53,7 @@ function withoutStore(
  * reply within the timeout. A reply after the timeout is ignored, and a late rejection is handled,
  * never unhandled; the call is told the timeout, so that it counts nothing if it runs after it.
  * One object per call holds its deadline, its promise's settlers and its handlers of the store's
- * answer (no closures per call; see docs/performance.md).
+ * answer (no closures per call; see bench/NOTES.md, "In process").
  */
 export abstract class Attempt<T> implements Pending, Settlers<T> {
   due = 0;

@@ -16,7 +16,7 @@ export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision 
   // A loop, not map(): no closure per decision, on the memory store's hot path.
   const perPolicy = new Array<PolicyDecision>(policies.length);
   for (let i = 0; i < policies.length; i++) {
-    // V8: Math.min(x) holds x as a small integer, not a boxed heap number (docs/performance.md).
+    // V8: Math.min(x) holds x as a small integer, not a boxed heap number (bench/NOTES.md).
     perPolicy[i] = policyDecision(
       policies[i] as Policy,
       policyAllowed(reply, i),

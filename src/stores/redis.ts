@@ -234,7 +234,7 @@ class Batches {
   private enqueue(request: Pending): void {
     // A server reads each request in a callback of its own, so the calls of requests that arrive
     // together meet only at the end of the event loop's turn: a busy server's calls wait for it and
-    // share a command. A lone call only loses by waiting (docs/performance.md), so while the store
+    // share a command. A lone call only loses by waiting (bench/NOTES.md), so while the store
     // is idle (no command out, no gathering) calls go at the end of their tick, with those made
     // beside them (limitMany, Promise.all).
     if (this.queued.size === 0) {

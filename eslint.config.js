@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 // The core runs on Web-standard APIs alone (Node, Bun, Deno, Workers; docs/runtimes.md): only the
 // CLI, the decision service and the node:http adapter may import Node's modules.
 const NODE_MODULES_MESSAGE =
-  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts and incoming.ts';
+  'the core runs on Web-standard APIs in every runtime (docs/runtimes.md); Node-only code goes in src/cli, src/serve (the decision service, a Node server) or src/adapters/node.ts and node-http.ts';
 
 const NODE_BUILTINS = builtinModules.map((name) => ({ name, message: NODE_MODULES_MESSAGE }));
 const NODE_PREFIX = { regex: '^node:', message: NODE_MODULES_MESSAGE };
@@ -53,7 +53,7 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/incoming.ts'],
+    ignores: ['src/cli/**', 'src/serve/**', 'src/adapters/node.ts', 'src/adapters/node-http.ts'],
     rules: {
       'no-restricted-imports': ['error', { paths: NODE_BUILTINS, patterns: [NODE_PREFIX] }],
       'no-restricted-globals': ['error', { name: 'process', message: 'a Worker has no process: use src/core/host.ts' }],
@@ -101,9 +101,10 @@ export default tseslint.config(
       'src/cli/**',
       'src/serve/**',
       'src/adapters/node.ts',
-      'src/adapters/incoming.ts',
+      'src/adapters/node-http.ts',
       'src/adapters/fastify.ts',
       'src/stores/redis.ts',
+      'src/stores/redis-clients.ts',
       'src/engine/batch.ts',
       'src/engine/msgpack.ts',
     ],
@@ -114,6 +115,34 @@ export default tseslint.config(
         { name: 'Buffer', message: 'a Worker has no Buffer: use Uint8Array, TextEncoder, btoa' },
       ],
     },
+  },
+  // A file holds one concern and a function one step (docs/architecture.md, "Size"): lines counted as
+  // written, comments and blank lines included.
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines': ['error', { max: 400, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false }],
+    },
+  },
+  // The exceptions, each with its reason.
+  {
+    // driverTwin mirrors the Lua's decideCall step by step, in one function as the Lua is one, so the
+    // two read side by side (test/parity checks they agree).
+    files: ['src/engine/driver-twin.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
+    // The memory store's state and its hot path (execute) share one closure, whose every access is on
+    // the path docs/performance.md measures; split it only with a measurement beside it.
+    files: ['src/stores/memory.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
+    // createServer starts the transports, health and metrics and shuts them down in order; it is left
+    // for the change that moves src/serve onto the public API alone (issue 30, item 5).
+    files: ['src/serve/server.ts'],
+    rules: { 'max-lines-per-function': 'off' },
   },
   {
     // JavaScript outside the TypeScript program: this file, and plain programs every runtime runs as they are.

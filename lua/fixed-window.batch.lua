@@ -1,95 +1,28 @@
 -- sluice batch of fw
--- What a limiter runs in Redis, assembled by src/engine/driver.ts (scriptFor); sluice's repository
--- holds such scripts under lua/, where npm run scripts prints any of them. Its definitions come
--- first, in this order: these helpers; callOf, which parses a call's ARGV; decideCall, the driver,
--- which decides a call under all of a limiter's policies; then ALG.<id>, one table per algorithm
--- of the limiter's policies. What runs comes last: a call sent alone (below the algorithms), or a
--- batch's loop over many calls (src/engine/batch.ts). So the helpers and the driver are at the
--- same lines in every script, lone or batch. What the choices the comments name save, measured in
--- Redis's instructions, is in docs/performance.md ("What a decision's Lua costs").
 
--- One table per algorithm, each with these functions (key: the policy's key; p: the policy's
--- numeric parameters; now: the Redis server's time in ms):
---   decide(key, cost, now, p, peek, state) -> allowed, remaining, reset, retry
---       asks, writing nothing but the pruning of expired entries (none when peek), and leaves in
---       state what admit or keep needs of what it read
---   admit(key, cost, now, p, state) -> remaining, reset, extra
---       counts the request (extra: a lease id, or 0)
---   keep(key, cost, now, p, state)
---       the request is not counted here (denied by this policy or another): only keeps the TTL
---       healthy
---   refund(key, cost, now, p, at) -> true if it gave anything back
---       of cost units charged at at (server time in ms; 0: unknown, taken as now), no more than
---       that charge still holds where it was taken: a window's count gives back only in the window
---       it was charged in, a sliding log the members scored at, a bucket what time has not refilled
---   release(key, cost, now, p, id) -> true if the lease was held (concurrency only)
---   extend(key, cost, now, p, id, ms) -> true if the lease was extended (concurrency only)
--- state is one table per policy, reused by the requests of a batch, so a decision allocates no
--- table or closure. Each algorithm's TypeScript twin (the memory store's) has the same functions.
--- State in Redis may hold anything (a hand or another program can write it): a number is read
--- through whole(), and the first command that reads a value through redis.pcall (a key of another
--- type replies an error instead of failing the script). Junk reads as empty state, and admit or
--- keep writes over it with a TTL (docs/algorithms.md).
 local ALG = {}
--- Locals: a global's field is looked up on every use, a local is not.
 local floor, ceil, format, type = math.floor, math.ceil, string.format, type
--- An integer as redis.call's argument. Redis 7.0 formats a number argument with %.17g, which costs
--- more than '%d' (docs/performance.md): constants go as strings ('-1', not -1), the cost as ARGV's
--- text (state.costText), and a computed integer through digits(n), once however many arguments it
--- is. Concatenating a number ('(' .. n) costs as much as formatting it (Lua's own %.14g). Only
--- whole numbers below 2^53 reach it ('%d' would cut a fraction off): sluice's arithmetic on ARGV,
--- TIME and state read through whole().
 local function digits(n)
   return format('%d', n)
 end
--- A number as sluice writes one (a count, a time in ms, an id): a whole number from 0 to 2^53; nil
--- for anything else, which only a hand or another program writes: text, a fraction, a negative or
--- absurd number, a missing value, or a key of another type (redis.pcall's error reply). State that
--- does not read is junk, and reads as empty.
 local function whole(value)
   local n = tonumber(value)
   if n and n >= 0 and n < 2^53 and n % 1 == 0 then return n end
 end
--- Whether a reply of redis.pcall on state is an error the key's value did not cause: a command the
--- ACL refuses, OOM. The caller raises it (error(reply)) on the line of its redis.pcall, so the
--- error names that line, as redis.call's would; errors the value causes (a key of another type,
--- INCR on a value that is not a count) are junk, which the caller reads as empty state.
 local function refused(reply)
   local err = reply.err
   return err and not (err:find('^WRONGTYPE') or err:find('^ERR value is not') or err:find('^ERR increment or decrement'))
 end
 
--- callOf(ARGV): a call's arguments, parsed. ARGV:
---   [1] op: limit, peek, refund, settle, release, extend, block or reset
---   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
---       to give back when negative), or 'each' when each policy has its own (they follow the
---       policies)
---   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
---       when the units given back were charged (server time in ms; 0: unknown)
---   [4] ms: extend: the new lease length in ms
---   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
---   [6] blockMs: how long the penalty box blocks the key, in ms
---   [7] the number of policies, then per policy: its algorithm's id (ALG.<id>), the number of its
---       parameters, the parameters
---   then, when the cost is 'each', per policy: its cost, and for settle the most it may owe (the
---   policy's largest cost) after it
--- It remembers the last table it parsed: a batch's requests that share their args (every request
--- of one limiter at one cost) share one ARGV table, parsed once rather than once per request.
 local parsedArgv, parsedCall
 local function callOf(ARGV)
   if parsedArgv ~= ARGV then
-    -- ARGV's numbers are read by arithmetic (s + 0), which converts a string once, where tonumber
-    -- converts it twice (Lua 5.1 checks it is a number, then converts it; docs/performance.md).
     local each = ARGV[2] == 'each'
     local policies, pos, count = {}, 8, ARGV[7] + 0
     for i = 1, count do
       local count = ARGV[pos + 1] + 0
-      -- Built whole, then converted in place: a table grown entry by entry is resized as it grows.
       local p = { unpack(ARGV, pos + 2, pos + 1 + count) }
       for j = 1, count do p[j] = p[j] + 0 end
-      -- state: what the policy's decide leaves for its admit or keep, a table reused by every
-      -- request of the batch that shares this ARGV (they run one after the other)
-      -- (it starts with costText, the cost as ARGV's text: redis.call takes it without formatting)
       policies[i] = { alg = ALG[ARGV[pos]], p = p, state = { costText = ARGV[2] }, cost = not each and ARGV[2] + 0 }
       pos = pos + 2 + count
     end
@@ -105,37 +38,13 @@ local function callOf(ARGV)
     parsedArgv, parsedCall = ARGV, {
       op = ARGV[1], target = ARGV[3] + 0, ms = ARGV[4] + 0,
       strikes = strikes, blockMs = ARGV[6] + 0, policies = policies,
-      -- the strikes key's place before the policies' keys: policy i's is KEYS[k + before + i]
       before = strikes > 0 and 1 or 0,
     }
   end
   return parsedCall
 end
 
--- decideCall(block, KEYS, k, ARGV, now, out, at): the driver, shared by every limiter. It decides
--- one call under all of a limiter's policies at once: it asks each policy first (nothing written
--- but pruning), then admits the request in all of them or counts it in none, so several limits
--- never spend units on a denied request. now is the server's time in ms. It writes its reply into
--- out after index at and returns the reply's length, so that a batch collects every reply in one
--- table, and it reads its keys where they are in KEYS, so that a batch copies none.
---   block  the block key
---   KEYS   the call's other keys, from KEYS[k + 1]: the strikes key (consecutive denials), only
---          when the limiter has a penalty box (ARGV's strikes > 0) or the op is reset, then one key
---          per policy, policy i's at KEYS[first + i]
---   ARGV   see callOf
---   reply  allowed (1 or 0), blocked for ms (0 when not blocked), then five numbers per policy:
---          allowed (1 or 0), remaining, resetAfterMs, retryAfterMs, extra (a lease id, or 0); for
---          the other ops two numbers: done (1 or 0), and the block's ms (block) or 0. Its caller
---          puts now before it (a batch once, for all of its requests).
--- settle takes a policy's cost whether or not it fits, so the key may go into debt (remaining below
--- 0, denied until time pays it off), but never by more than the policy's largest cost: what is past
--- that is not taken. That keeps every state within two limits' worth (a sliding log within two
--- limits of members, gcra's and the token bucket's instant below 2^53 units).
--- unblocked: true while no block key of the requests being decided exists, which a batch learns with
--- one EXISTS of them all: a request then does not GET its own (see the batch). Writing a block key
--- sets it back to false.
 local unblocked = false
--- A blocked call's reply, for n policies: denied by every one of them for the block's ms.
 local function blockedReply(out, at, n, blocked)
   out[at + 1], out[at + 2] = 0, blocked
   for i = 1, n do
@@ -174,8 +83,6 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
       if cost < 0 then
         if policy.alg.refund(key, -cost, now, policy.p, c.target) then done = 1 end
       elseif cost > 0 then
-        -- Asked at cost 0, whose answer (remaining) does not depend on the cost, and which never
-        -- looks for a unit past the log's end (sliding log) as a cost above the limit would.
         local _, remaining = policy.alg.decide(key, 0, now, policy.p, false, state)
         local take = remaining + policy.most
         if take > cost then take = cost end
@@ -192,22 +99,14 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     return 2
   end
   local peek = op == 'peek'
-  -- The block key holds when the block ends (server time), so its TTL only collects garbage and a
-  -- block that lost its TTL still ends on time. Junk (not a time sluice wrote, a key of another
-  -- type, an end further off than a block lasts) reads as -1: no block, deleted as an ended one.
-  -- A key known to be missing (unblocked) reads as one.
   local blockedUntil = not unblocked and redis.pcall('GET', block) if type(blockedUntil) == 'table' and refused(blockedUntil) then error(blockedUntil) end
   blockedUntil = blockedUntil and (whole(blockedUntil) or -1) or 0
   if blockedUntil > now and blockedUntil <= now + 31622400000 then
     local blocked = blockedUntil - now
-    -- A block that lost its TTL (PERSIST) gets it back from the end it holds; only a blocked call pays.
     if not peek and redis.call('PTTL', block) == -1 then redis.call('PEXPIREAT', block, digits(blockedUntil)) end
     return blockedReply(out, at, #policies, blocked)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
-  -- Each policy's reply is written as it decides; admitting the request then overwrites its
-  -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison,
-  -- cheaper than math.max, a global's field and a C call).
   local all = true
   for i = 1, #policies do
     local policy, p = policies[i], at + 2 + (i - 1) * 5
@@ -219,7 +118,6 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
   if not peek then
     for i = 1, #policies do
       local policy, p = policies[i], at + 2 + (i - 1) * 5
-      -- A policy the request costs nothing is only asked (it may be in debt): nothing to count.
       if all and policy.cost > 0 then
         local remaining, reset, extra = policy.alg.admit(KEYS[first + i], policy.cost, now, policy.p, policy.state)
         out[p + 2], out[p + 3], out[p + 5] = remaining > 0 and remaining or 0, reset, extra
@@ -232,10 +130,6 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     if all then
       redis.call('DEL', KEYS[k + 1])
     else
-      -- The strikes key holds '<denials in a row>:<when they are forgotten>' (server time), read by
-      -- TIME as the block key is: a TTL alone would end them a ms early or late, by how far Redis's
-      -- expiry clock lags TIME; it only collects garbage, a ms after that end. Junk (not that form,
-      -- an end further off than blockMs, a key of another type) counts again from 1.
       local held = redis.pcall('GET', KEYS[k + 1]) if type(held) == 'table' and refused(held) then error(held) end
       local strikes = 1
       if type(held) == 'string' then
@@ -247,8 +141,6 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
         redis.call('SET', block, digits(now + c.blockMs), 'PX', digits(c.blockMs))
         unblocked = false
         redis.call('DEL', KEYS[k + 1])
-        -- The denial that starts the block answers as the block does: its retry is the block's end,
-        -- not its policies' (a client back after them would find itself blocked).
         return blockedReply(out, at, #policies, c.blockMs)
       else
         redis.call('SET', KEYS[k + 1], digits(strikes) .. ':' .. digits(now + c.blockMs), 'PX', digits(c.blockMs + 1))
@@ -258,22 +150,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
   return 2 + #policies * 5
 end
 
--- fixedWindow (ALG.fw): a counter per window, windows aligned to the server's clock.
---   KEY  the counter of the current window (a string holding an integer)
---   p    limit, window ms
--- The counter expires one ms after its window ends (PEXPIRE is relative to a clock that may lag
--- TIME by a ms, so expiring exactly at the end could drop it early). A counter whose TTL is not
--- about the time left in this window belongs to another window (it outlived its end by that ms,
--- or the window length changed): it counts as 0 and is overwritten. A counter with no TTL at
--- all (PERSIST, or the crash bug of a hand-written limiter) keeps its count, which never admits
--- too much, and gets its TTL back in the same script: every call reads the TTL, and any call that
--- finds none sets it. So no counter stays without a TTL once sluice touches it. An admitted
--- request writes one command: INCRBY on a counter that has its TTL (which INCRBY keeps), SET ... PX
--- on a new window's counter or one found without a TTL (count and TTL in one command).
 ALG.fw = {}
--- The counter's PTTL, and its count if it belongs to this window (nil for a fresh window). A count
--- sluice did not write (junk, see whole(); a key of another type) reads as none too: the request is
--- counted from 0 by SET, which writes over it, TTL and all.
 local function fw_current(key, now, window)
   local pttl = redis.call('PTTL', key)
   if pttl == -2 then return pttl, nil end
@@ -293,10 +170,6 @@ function ALG.fw.decide(key, cost, now, p, peek, state)
   local allowed = count + cost <= limit
   return allowed, limit - count, count > 0 and resetAfter or 0, allowed and 0 or resetAfter
 end
--- A healthy counter is counted by INCRBY with the cost as ARGV gave it: SET with the new count
--- costs a formatted number more. INCRBY refuses a count that tonumber read but Redis does not
--- take for an integer (' 3', '3.0', written by hand): SET writes it over, as it would have anyway.
--- Otherwise one SET writes count and TTL together.
 function ALG.fw.admit(key, cost, now, p, state)
   local limit, window, current = p[1], p[2], state.current
   local count, resetAfter = current or 0, window - now % window
@@ -313,7 +186,6 @@ function ALG.fw.keep(key, cost, now, p, state)
   if state.pttl == -1 then redis.call('PEXPIRE', key, digits(p[2] - now % p[2] + 1)) end
 end
 function ALG.fw.refund(key, cost, now, p, at)
-  -- Units charged in another window went with it: given to this one, they would admit past its limit.
   if at > 0 and at - at % p[2] ~= now - now % p[2] then return false end
   local pttl, count = fw_current(key, now, p[2])
   if not count or count == 0 then return false end
@@ -325,28 +197,7 @@ function ALG.fw.refund(key, cost, now, p, at)
   return true
 end
 
--- A batch: many calls in one EVALSHA (src/engine/batch.ts). The definitions above run once; then
--- decideCall decides each request as if it had been sent alone, after the requests before it in
--- the batch, writing its reply straight into the batch's.
---   KEYS   every request's block key, request after request; then every request's other keys
---   ARGV   [1] the batch's deadline (the earliest of its requests', read as a lone call's is),
---          [2] the number of requests, then the requests, those that share their args as one
---          group: the group's number of requests, the number of keys of each (its block key
---          included), the number of args, then the args, once for all of them
---   reply  now, then for each request: the length of its reply, then its reply (decideCall's); or
---          -1 and an error message. Packed into one MessagePack string (cmsgpack), for clients that take a Buffer.
--- The batch reads TIME once: it runs at one instant anyway, atomically, and names it once. A request that fails (an
--- error sluice did not foresee: state never fails one, it heals) fails alone: pcall keeps the
--- others going, as separate calls would. A group's args are sent once, since Redis pays for every
--- argument of a command (docs/performance.md), and its requests share their KEYS and ARGV tables
--- too (the driver only reads them). Most keys are never blocked: one EXISTS of every request's
--- block key costs less than each request's GET of its own, which it saves unless one exists.
--- now: every decision's time, the Redis server's, in ms (TIME replies with strings, read by
--- arithmetic as ARGV is). The call is refused whole when now is past its deadline (server time in
--- ms; 0: none), after which its caller stopped waiting and answered from its failure policy: a
--- command that reaches Redis late (held in a paused server, a stalled connection, a client's
--- resend queue) then counts nothing. The refusal is an error reply naming the server's time, from
--- which the store learns its clock.
+-- A batch: many calls in one EVALSHA (src/engine/batch.ts, which explains it)
 local time = redis.call('TIME')
 local now = time[1] * 1000 + floor(time[2] / 1000)
 local deadline = ARGV[1] + 0
@@ -369,8 +220,6 @@ while a <= #ARGV do
     else
       out[n + 1], out[n + 2] = -1, type(length) == 'table' and length.err or tostring(length)
       n = n + 2
-      -- What the failed request wrote of its reply is not part of the batch's. It may have holes
-      -- (its header is written last), so # could stop short of them: maxn finds the last.
       for i = n + 1, table.maxn(out) do out[i] = nil end
     end
     k = k + nk - 1

@@ -17,7 +17,7 @@ export type {
   StoreWatcher,
   WaitOptions,
 } from './core/types.js';
-export type { StoreErrorPolicy } from './limiter/failure.js';
+export type { StoreErrorPolicy } from './limiter/failure-options.js';
 export type { DeniedCacheOptions } from './limiter/denied-cache.js';
 export type { Duration } from './core/duration.js';
 export {

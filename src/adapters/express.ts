@@ -1,7 +1,8 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ClientAddressOptions } from '../http/client-address.js';
-import { clientAddressOf, type RateLimitOptions } from './core.js';
-import { incomingFacts, limitIncoming } from './incoming.js';
+import { clientAddressOf } from './middleware.js';
+import { type RateLimitOptions } from './middleware-options.js';
+import { incomingFacts, limitIncoming } from './node-http.js';
 
 const expressAddress = (req: Request) => req.ip;
 const expressFacts = (req: Request, res?: Response) => incomingFacts(req, res, req, expressAddress);
@@ -13,8 +14,8 @@ export const clientAddress: (req: Request, options?: ClientAddressOptions) => st
   EXPRESS.proxySetting,
 );
 
-// Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './incoming.js';
+// Through node-http.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './node-http.js';
 
 /**
  * Express (4 and 5) middleware; callbacks receive the Express request. Errors reach

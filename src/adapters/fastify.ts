@@ -1,9 +1,12 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidOptionError } from '../core/errors.js';
-import { clientAddressOf, createRateLimit, routeOptions, type RateLimitInfo, type RateLimitOptions } from './core.js';
-import { incomingFacts, onResponseEnd } from './incoming.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo } from './middleware.js';
+import { routeOptions, type RateLimitOptions } from './middleware-options.js';
+import { incomingFacts, onResponseEnd } from './node-http.js';
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
+export type { RateLimitInfo } from './middleware.js';
+export type { RateLimitOptions } from './middleware-options.js';
+export type { Denial, DenialResponse } from './denial.js';
 
 /** The route hook that decides: 'onRequest' (the default, before the body is read) or 'preHandler' (after it is parsed, to key on it). */
 export type FastifyRateLimitHook = 'onRequest' | 'preHandler';

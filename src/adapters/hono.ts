@@ -6,10 +6,10 @@ import {
   clientAddressOf,
   createRateLimit,
   type RateLimitInfo,
-  type RateLimitOptions,
   type RequestFacts,
   type Responded,
-} from './core.js';
+} from './middleware.js';
+import { type RateLimitOptions } from './middleware-options.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -18,7 +18,9 @@ declare module 'hono' {
   }
 }
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
+export type { RateLimitInfo } from './middleware.js';
+export type { RateLimitOptions } from './middleware-options.js';
+export type { Denial, DenialResponse } from './denial.js';
 
 /** The runtime's connection info helper: `getConnInfo` from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', ... */
 export type GetConnInfo = (c: Context) => { readonly remote: { readonly address?: string | undefined } };

@@ -1,5 +1,6 @@
 import type { DefaultContext, DefaultState, Middleware, ParameterizedContext } from 'koa';
-import { clientAddressOf, createRateLimit, type RateLimitInfo, type RateLimitOptions } from './core.js';
+import { clientAddressOf, createRateLimit, type RateLimitInfo } from './middleware.js';
+import { type RateLimitOptions } from './middleware-options.js';
 
 declare module 'koa' {
   interface DefaultState {
@@ -7,9 +8,11 @@ declare module 'koa' {
     rateLimit?: RateLimitInfo;
   }
 }
-import { incomingFacts, onResponseEnd } from './incoming.js';
+import { incomingFacts, onResponseEnd } from './node-http.js';
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
+export type { RateLimitInfo } from './middleware.js';
+export type { RateLimitOptions } from './middleware-options.js';
+export type { Denial, DenialResponse } from './denial.js';
 
 // Structural, so a context of any State type fits.
 type KoaRequest = Pick<ParameterizedContext, 'req' | 'ip'>;

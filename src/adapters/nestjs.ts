@@ -20,20 +20,14 @@ import { InvalidOptionError } from '../core/errors.js';
 import { optionsObject } from '../core/validate.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import type { HeaderFields } from '../http/headers.js';
-import {
-  clientAddressOf,
-  createRateLimit,
-  rateLimitOptionsObject,
-  routeOptions,
-  type Denial,
-  type DenialOutcome,
-  type Outcome,
-  type RateLimitOptions,
-  type RequestFacts,
-} from './core.js';
-import { applyOutcome, incomingFacts, onResponseEnd, setHeaders } from './incoming.js';
+import { clientAddressOf, createRateLimit, type DenialOutcome, type Outcome, type RequestFacts } from './middleware.js';
+import { rateLimitOptionsObject, routeOptions, type RateLimitOptions } from './middleware-options.js';
+import { type Denial } from './denial.js';
+import { applyOutcome, incomingFacts, onResponseEnd, setHeaders } from './node-http.js';
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
+export type { RateLimitInfo } from './middleware.js';
+export type { RateLimitOptions } from './middleware-options.js';
+export type { Denial, DenialResponse } from './denial.js';
 
 /** The options of the module and of `@RateLimit()`; callbacks receive the Express request (and `settle` the response: Nest on platform-express). */
 export type NestRateLimitOptions = RateLimitOptions<Request, Response>;

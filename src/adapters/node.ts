@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { clientAddressOf, type RateLimitOptions } from './core.js';
-import { incomingFacts, limitIncoming } from './incoming.js';
+import { clientAddressOf } from './middleware.js';
+import { type RateLimitOptions } from './middleware-options.js';
+import { incomingFacts, limitIncoming } from './node-http.js';
 
-// Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './incoming.js';
+// Through node-http.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
+export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './node-http.js';
 
 /** The middleware's default key for this request's client: `key: (req) => userOf(req) ?? clientAddress(req)`. */
 export const clientAddress = clientAddressOf((req: IncomingMessage) => incomingFacts(req));

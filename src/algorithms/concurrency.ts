@@ -3,7 +3,7 @@ import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, positiveInteger, REQUESTS } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
-import { timedSetLua } from './timed-set.js';
+import { sortedSetReaderLua } from './sorted-set-reader.js';
 
 export interface ConcurrencyOptions {
   /** Requests in progress at once, per key. */
@@ -27,7 +27,7 @@ const LUA = `
 -- and skip any in use, so they are unique within the key. No lease expires further ahead than the
 -- longest lease or extension (366 days): a set whose last one does is junk (see cc_live).
 ALG.cc = {}
-${timedSetLua('cc')}
+${sortedSetReaderLua('cc')}
 -- The live leases (pruned unless peeking), and when the last one expires.
 local function cc_leases(key, now, peek)
   -- Only ever an argument: formatted once, not by each redis.call (see digits).

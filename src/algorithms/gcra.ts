@@ -4,7 +4,7 @@ import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { definePolicy } from '../engine/algorithm.js';
 import { rateName } from './policy.js';
-import { freshAtAlgorithm } from './fresh-at.js';
+import { gcraOrTokenBucket } from './gcra-and-token-bucket.js';
 
 export interface GcraOptions {
   /** Requests per period, evenly spaced: the sustained rate. */
@@ -21,7 +21,7 @@ export interface GcraOptions {
 
 const MIN_INTERVAL_US = 500;
 
-const algorithm = freshAtAlgorithm(
+const algorithm = gcraOrTokenBucket(
   'gcra',
   `
 -- gcra (ALG.gcra): the generic cell rate algorithm. With T the interval (us), a request of cost n

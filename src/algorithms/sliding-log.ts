@@ -3,8 +3,9 @@ import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
-import { rateName, WINDOW_PEER_NAMES } from './policy.js';
-import { timedSetLua } from './timed-set.js';
+import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
+import { rateName } from './policy.js';
+import { sortedSetReaderLua } from './sorted-set-reader.js';
 
 export interface SlidingLogOptions {
   /** Requests admitted in any window of this length. */
@@ -38,7 +39,7 @@ const LUA = `
 -- so a server clock stepping back cannot reorder the log, and leaves the newest at most a window
 -- ahead: a log further ahead is junk (see sl_live).
 ALG.sl = {}
-${timedSetLua('sl')}
+${sortedSetReaderLua('sl')}
 function ALG.sl.decide(key, cost, now, p, peek, state)
   local limit, window = p[1], p[2]
   -- Only ever an argument: formatted once, not by each redis.call (see digits).

@@ -4,7 +4,8 @@ import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
 import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
 import { deleteCell, setCell } from '../engine/script.js';
-import { rateName, WINDOW_PEER_NAMES } from './policy.js';
+import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
+import { rateName } from './policy.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */

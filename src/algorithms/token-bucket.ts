@@ -4,7 +4,7 @@ import type { Policy } from '../core/types.js';
 import { optionsObject, policyName, policyUnit, positiveFinite, positiveInteger } from '../core/validate.js';
 import { definePolicy } from '../engine/algorithm.js';
 import { rateName } from './policy.js';
-import { freshAtAlgorithm } from './fresh-at.js';
+import { gcraOrTokenBucket } from './gcra-and-token-bucket.js';
 
 export interface TokenBucketOptions {
   /** The most tokens the bucket holds: the largest burst. A new bucket starts full. */
@@ -18,11 +18,11 @@ export interface TokenBucketOptions {
 }
 
 // A token's refill time is kept in whole units of 100 ns, so that the key's value (the instant's
-// distance below its ms, see fresh-at.ts) stays below 10,000, a shared integer in Redis.
+// distance below its ms, see gcra-and-token-bucket.ts) stays below 10,000, a shared integer in Redis.
 const UNITS_PER_MS = 10_000;
 const UNITS_PER_SECOND = 1000 * UNITS_PER_MS;
 
-const algorithm = freshAtAlgorithm(
+const algorithm = gcraOrTokenBucket(
   'tb',
   `
 -- tokenBucket (ALG.tb): the bucket is held as the instant it is full again: tokens(now) =

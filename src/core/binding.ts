@@ -18,12 +18,9 @@ export function policyDecision(
     limit: policy.limit,
     windowMs: policy.windowMs,
     allowed,
-    // Math.min of one number is that number, as a small integer (a Smi) where it is one: a number
-    // read from a double array (the memory store's reply) comes boxed, and the decision, and every
-    // one after it, would hold a heap number of its own in each of these fields.
-    remaining: Math.min(remaining),
-    resetAfterMs: Math.min(resetAfterMs),
-    retryAfterMs: Math.min(retryAfterMs),
+    remaining,
+    resetAfterMs,
+    retryAfterMs,
   };
 }
 

@@ -7,8 +7,7 @@
 
 const utf8 = new TextEncoder();
 
-// Words are held in Int32Arrays, not Uint32Arrays: a signed 32-bit value stays a small integer in
-// JavaScript engines, where an unsigned one above 2^31 becomes a double; `>>> 0` makes them unsigned for hex.
+// Words are signed (Int32Array), as engines hold them unboxed; `>>> 0` makes them unsigned for hex.
 
 /** The message's 32-bit big-endian words, padded to whole 64-byte blocks with its bit length last. */
 function paddedWords(text: string): Int32Array {

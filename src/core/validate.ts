@@ -1,7 +1,5 @@
 import { InvalidOptionError } from './errors.js';
-
-/** What to use in sluice instead of another library's name for an option, or an older sluice's, by that name. */
-export type PeerNames = Readonly<Record<string, string>>;
+import type { PeerNames } from './peer-names.js';
 
 /**
  * The options object of a factory: a plain object holding only the options it knows, or

@@ -23,12 +23,10 @@ export function undecided(): Decided {
 }
 
 /**
- * An algorithm, twice: Lua that runs inside Redis and a TypeScript twin for the memory store,
- * side by side in one file. The Lua defines `ALG.<id>` with the twin's functions; their contract,
- * and how the Lua reads state and formats numbers, is written in the Lua itself, above `local ALG`
- * (driver.ts's HELPERS; any script under lua/). The twin reads and writes the policy's key through
- * its cell, as the Lua does through redis.call, and leaves what decide read in `state`, as the
- * Lua does in its state table.
+ * An algorithm, twice: Lua that runs inside Redis and a TypeScript twin for the memory store, side
+ * by side in one file. The Lua defines `ALG.<id>` with the twin's functions, whose contract is
+ * above `local ALG` in driver-lua.ts's HELPERS. The twin reads and writes the key through its
+ * cell, as the Lua does through redis.call, and leaves what decide read in `state`, as the Lua does.
  */
 export interface Algorithm<V = unknown, S extends Decided = Decided> {
   /** Names the Lua table and suffixes the Redis key: short, [a-z]. */

@@ -1,5 +1,5 @@
 import { sha1Hex } from '../core/digest.js';
-import { readServerTime } from './driver.js';
+import { readServerTime, withoutComments } from './driver-lua.js';
 import type { Arg, Script } from './script.js';
 import { unpackArray } from './msgpack.js';
 
@@ -19,8 +19,10 @@ const PLAIN = 'As an array, for clients that cannot take a reply as a Buffer.';
  * then a loop that runs the driver once per request.
  */
 function batchLua(script: Script, packed: boolean): string {
+  // The batch's own part keeps its first line, which tells where it begins.
   return `-- sluice batch of ${script.name}
-${script.setup}-- A batch: many calls in one EVALSHA (src/engine/batch.ts). The definitions above run once; then
+${script.setup}-- A batch: many calls in one EVALSHA (src/engine/batch.ts, which explains it)
+${withoutComments(`-- The definitions above run once; then
 -- decideCall decides each request as if it had been sent alone, after the requests before it in
 -- the batch, writing its reply straight into the batch's.
 --   KEYS   every request's block key, request after request; then every request's other keys
@@ -62,7 +64,7 @@ while a <= #ARGV do
   a = a + 3 + na
 end
 return ${packed ? 'cmsgpack.pack(out)' : 'out'}
-`;
+`)}`;
 }
 
 const batchScripts = { packed: new WeakMap<Script, BatchScript>(), plain: new WeakMap<Script, BatchScript>() };

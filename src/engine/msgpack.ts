@@ -1,11 +1,8 @@
 /**
  * Reads what Redis's `cmsgpack.pack` makes of a batch script's reply: one MessagePack array of
- * numbers and strings (the batch's lengths, replies and error messages). Only the types that
- * array can hold are read; anything else is an error, as is an array that ends early.
- *
- * Why a batch replies this way: ioredis decodes a RESP array element by element, a large share of
- * Node's time per decision in a batch of 256; packing costs Redis about what writing the array did,
- * and this loop reads the packed reply far faster (docs/performance.md, the batch's reply).
+ * numbers and strings (the batch's lengths, replies and error messages). Only the types that array
+ * can hold are read; anything else is an error, as is an array that ends early. Why a batch replies
+ * packed: bench/NOTES.md (the Redis store's batch).
  */
 type Reader = (bytes: Buffer, at: number) => number;
 

@@ -17,17 +17,11 @@ interface Denial {
 }
 
 /**
- * Answers, from memory, requests the store is certain to deny.
- *
- * A cost-1 request denied with nothing remaining means the key holds no room for even one unit,
- * in every algorithm: a window's count is at its limit until the window ends, a bucket holds less
- * than one token until it refills one, a log is full until its oldest entry leaves. Nothing can be
- * admitted, by this process or any other, until the denial's retryAfterMs has passed, so the
- * state cannot change before then and every cost-1 request gets the same denial, its times
- * shorter by the time elapsed. Times are counted from when the request was sent, which is never
- * later than when the store decided: a cached denial ends no later than the store's would, and
- * its retryAfterMs is never longer than the store's. A `reset()` through this limiter forgets the
- * key; a reset from another process is only seen once the cached denial ends.
+ * Answers, from memory, cost-1 requests the store is certain to deny: after a cost-1 denial no
+ * algorithm with stable denials admits anything, in any process, until its retryAfterMs, so each
+ * gets the same denial, its times shorter by the time elapsed (counted from when the request was
+ * sent, so a cached denial never outlasts the store's). A `reset()` through this limiter forgets
+ * the key; one from another process is seen once the cached denial ends (docs/performance.md).
  */
 export class DeniedCache {
   private readonly denials = new Map<string, Denial>();

@@ -6,12 +6,11 @@ import {
   type StoreError,
 } from '../core/errors.js';
 import { callKeys, validKey, validPrefix } from '../core/keys.js';
-import type { FailureReason, Policy, PolicyDecision, StoreWatcher } from '../core/types.js';
+import type { Decision, FailureReason, Policy, PolicyDecision, StoreWatcher } from '../core/types.js';
 import { enginePolicy, type EnginePolicy } from '../engine/algorithm.js';
 import { compiled, scriptArgs } from '../engine/driver.js';
 import type { Store } from '../engine/store.js';
 import { failureGuard, type FailureOptions } from './failure.js';
-import { decisionOf } from './limiter.js';
 
 /** One client's part in a joint decision: its key, its policies and what the request costs it. */
 export interface JointPart {
@@ -39,12 +38,10 @@ export interface JointLimiterOptions extends FailureOptions {
 }
 
 /**
- * Decides the limits of several clients as one atomic step, as a limiter decides its policies for
- * one: the request is admitted only if every part is under all of its policies, and then counted
- * in all of them; a denial counts nothing in any. The parts' state is the state their limiters
- * keep (same prefix, same keys), so a part may be decided here and alone by turns. No penalty box
- * (a part's block key is the one a joint call cannot write for the others), and the first part's
- * block is the one a call honours.
+ * Decides the limits of several clients as one atomic step: admitted only if every part is under
+ * all of its policies, then counted in all; a denial counts nothing. The parts' keys are their
+ * limiters' (same prefix), so a part may be decided here and alone by turns. No penalty box; the
+ * first part's block is the one a call honours.
  */
 export interface JointLimiter {
   /** Whether the store can decide these parts in one step: on a Redis Cluster only keys of one slot can. */
@@ -57,6 +54,8 @@ export interface JointLimiter {
 
 const NO_PENALTY = { strikes: 0, blockMs: 0 };
 
+const asDecided = (decision: Decision): Decision => decision;
+
 export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
   const { store } = options;
   const prefix = validPrefix(options.prefix);
@@ -67,7 +66,10 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       "'allow' or 'deny': a fallback limiter decides one key",
     );
   // Refused above, a fallback limiter has no policies of this limiter's to be checked against.
-  const guard = failureGuard(options as unknown as Record<string, unknown>, [], decisionOf);
+  // The guard is not told why the store is unreachable (Store.unreachable): a joint call that gets
+  // no reply fails as a timeout.
+  const guarded: Store = { run: store.run.bind(store) };
+  const guard = failureGuard(options as unknown as Record<string, unknown>, [], guarded);
 
   /** Every key of a call: the first part's block key, then each part's policy keys. */
   function keysOf(parts: readonly JointPart[], lists: readonly (readonly EnginePolicy[])[]): string[] {
@@ -114,13 +116,8 @@ export function createJointLimiter(options: JointLimiterOptions): JointLimiter {
       const costs = lists.flatMap((list, i) => list.map(() => (parts[i] as JointPart).cost));
       const keys = keysOf(parts, lists);
       const args = scriptArgs({ op, cost: costs, target: 0, ms: 0, penalty: NO_PENALTY, policies: all });
-      const decision = await guard.decide(
-        op,
-        all,
-        (deadline) => store.run(compiled(all).script, keys, args, deadline),
-        (decided) => decided,
-        () => Promise.reject(new TypeError('a joint limiter has no fallback limiter')),
-      );
+      // No fallback limiter to ask: onStoreError is 'allow' or 'deny' (refused above otherwise).
+      const decision = await guard.decide(op, all, compiled(all).script, keys, args, asDecided, '', undefined);
       let at = 0;
       return {
         allowed: decision.allowed,

@@ -1,8 +1,9 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { callHook } from '../core/host.js';
-import { limitEach, waitThrough } from './limiter.js';
+import { limitEach, waitThrough } from './built-on-limit.js';
 import type { Decision, Lease, Limiter, Reservation, StoreFailure } from '../core/types.js';
-import { optionsObject, type PeerNames } from '../core/validate.js';
+import { OBSERVE_OLD_NAMES } from '../core/peer-names.js';
+import { optionsObject } from '../core/validate.js';
 
 /** Metric attributes: what every series is labelled with. */
 export type MetricAttributes = Readonly<Record<string, string>>;
@@ -45,16 +46,6 @@ export interface ObserveOptions {
   /** Put the client's key in events. Default false: keys may be user ids or IP addresses. */
   includeKeys?: boolean;
 }
-
-// Outages have one tracker, the limiter's failure guard: observe() counts what it reports.
-const OUTAGES_INSTEAD =
-  "store failures and recoveries are the limiter's to report: createLimiter({ ..., onOutage, onRecovery }); observe() counts them in sluice.store.errors";
-
-/** observe()'s own names in 0.1. */
-const OLD_NAMES: PeerNames = {
-  onStoreError: `use the limiter's "onOutage": ${OUTAGES_INSTEAD}`,
-  onRecover: `use the limiter's "onRecovery": ${OUTAGES_INSTEAD}`,
-};
 
 /** Fields a decision carries in shadow mode: read defensively, all optional. */
 interface DecisionExtras {
@@ -130,6 +121,35 @@ function isUsageError(error: unknown): boolean {
   return error instanceof SluiceError && error.code !== 'SLUICE_STORE_ERROR';
 }
 
+/** The labels of each timed operation's durations. */
+function operationLabels(labels: MetricAttributes): Record<Timed, MetricAttributes> {
+  return {
+    limit: { ...labels, 'sluice.operation': 'limit' },
+    peek: { ...labels, 'sluice.operation': 'peek' },
+    reset: { ...labels, 'sluice.operation': 'reset' },
+  };
+}
+
+/** observe()'s options, checked. */
+function observeOptions(options: unknown): {
+  meter: MeterLike | undefined;
+  onDecision: ObserveOptions['onDecision'];
+  includeKeys: boolean;
+} {
+  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OBSERVE_OLD_NAMES);
+  if (o.meter !== undefined && !isMeter(o.meter))
+    throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
+  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
+    throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
+  if (o.onDecision !== undefined && typeof o.onDecision !== 'function')
+    throw new InvalidOptionError('onDecision', o.onDecision, 'a function');
+  return {
+    meter: o.meter,
+    onDecision: o.onDecision as ObserveOptions['onDecision'],
+    includeKeys: o.includeKeys === true,
+  };
+}
+
 /**
  * A limiter that decides exactly as `limiter` does and reports what happens through OpenTelemetry,
  * labelled by prefix, policy and algorithm: counters of allowed, denied and shadow-denied requests,
@@ -138,15 +158,8 @@ function isUsageError(error: unknown): boolean {
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
-  const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys'], OLD_NAMES);
-  if (o.meter !== undefined && !isMeter(o.meter))
-    throw new InvalidOptionError('meter', o.meter, 'an OpenTelemetry Meter (with createCounter and createHistogram)');
-  if (o.includeKeys !== undefined && typeof o.includeKeys !== 'boolean')
-    throw new InvalidOptionError('includeKeys', o.includeKeys, 'true or false');
-  if (o.onDecision !== undefined && typeof o.onDecision !== 'function')
-    throw new InvalidOptionError('onDecision', o.onDecision, 'a function');
-  const onDecision = o.onDecision as ObserveOptions['onDecision'];
-  const includeKeys = o.includeKeys === true;
+  const o = observeOptions(options);
+  const { onDecision, includeKeys } = o;
 
   let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter);
   let loading =
@@ -159,11 +172,7 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
 
   const where = { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
   const labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
-  const byOperation: Record<Timed, MetricAttributes> = {
-    limit: { ...labels, 'sluice.operation': 'limit' },
-    peek: { ...labels, 'sluice.operation': 'peek' },
-    reset: { ...labels, 'sluice.operation': 'reset' },
-  };
+  const byOperation = operationLabels(labels);
 
   const countFailure = ({ operation, reason }: StoreFailure) =>
     instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason });

@@ -7,7 +7,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { Deadlines, type Pending } from '../limiter/failure.js';
+import { Deadlines, type Pending } from '../limiter/deadlines.js';
 
 // gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md), as much as a server of unary and
 // server-streaming calls needs, on node:http2: its HTTP/2 (framing, HPACK, flow control) is

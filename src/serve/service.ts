@@ -59,14 +59,10 @@ function verdictOf(decision: Decision, spared = false): Verdict {
 
 /**
  * Decides the limited descriptors of one request together: admitted only if every descriptor is
- * within its limits (a `refuse` plan not in shadow_mode never is), and then counted in all. The
- * descriptors not in shadow_mode are asked in one joint call (see Rules.joint), one atomic step in
- * which a denial counts nothing. Where the store or the settings cannot take that step (a Redis
- * Cluster whose keys for them are in several slots, a penalty box, whose strikes are each
- * descriptor's own), each is asked alone, as shadow_mode rules always are (they never deny): when
- * the request is denied, the units those took are given back, a second step, between which a
- * concurrent request may see them taken, so it can be denied a little early, never admitted beyond
- * a limit. Returns each `limit` plan's verdict.
+ * within its limits, and then counted in all; returns each `limit` plan's verdict. Those not in
+ * shadow_mode are one joint call (Rules.joint), an atomic step; where it cannot be one (keys in
+ * several cluster slots, a penalty box), each is asked alone and a denial gives back what the
+ * others took, a second step that may deny early, never admit too much (docs/service.md).
  */
 async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | undefined)[]> {
   const found = new Array<Verdict | undefined>(plans.length);

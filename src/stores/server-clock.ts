@@ -4,14 +4,10 @@
 const WINDOW_MS = 2_000;
 
 /**
- * The Redis server's clock, as this process can know it from the server times its replies carry.
- *
- * A reply that names server time `s` and arrives at local time `t` was made no later than `t`, so
- * the server's lead over the local clock is at least `s - t`. The estimate is the largest such
- * bound seen lately (this window and the last): the reply that travelled fastest, so the closest.
- * It never overstates the lead, except by drift within the window and, on a cluster, by how far one
- * node's clock is ahead of another's: a local time converted with it is at most that much late in
- * the server's terms. The local clock is performance.now(), which no wall-clock step moves.
+ * The Redis server's clock, as known from the server times its replies carry: a reply naming server
+ * time `s` that arrives at local time `t` (performance.now()) shows a lead of at least `s - t`; the
+ * estimate is the largest such bound in this window and the last. It never overstates the lead but
+ * by drift within the window, or on a cluster by how far one node's clock leads another's.
  */
 export class ServerClock {
   private current = -Infinity;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/cli/redis-server.js';
-import type { RateLimitOptions } from '../../src/adapters/core.js';
+import type { RateLimitOptions } from '../../src/adapters/middleware-options.js';
 import Fastify from 'fastify';
 import { rateLimit as fastifyRateLimit, type FastifyRateLimitHook } from '../../src/adapters/fastify.js';
 import { storeUnavailableProblem } from '../../src/http/problem.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DENY_RETRY_AFTER_MS } from '../../src/limiter/failure.js';
+import { DENY_RETRY_AFTER_MS } from '../../src/limiter/failure-options.js';
 import {
   InvalidArgumentError,
   InvalidOptionError,

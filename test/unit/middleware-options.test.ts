@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Fastify from 'fastify';
-import { createRateLimit, type RateLimitOptions } from '../../src/adapters/core.js';
+import { createRateLimit } from '../../src/adapters/middleware.js';
+import { type RateLimitOptions } from '../../src/adapters/middleware-options.js';
 import { rateLimit as fastifyRateLimit } from '../../src/adapters/fastify.js';
 import { rateLimit as honoRateLimit } from '../../src/adapters/hono.js';
 import {

@@ -1,14 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HeaderFields } from '../http/headers.js';
-import {
-  createRateLimit,
-  type AdapterSpec,
-  type Outcome,
-  type RateLimitInfo,
-  type RateLimitOptions,
-  type RequestFacts,
-  type Responded,
-} from './core.js';
+import { createRateLimit, type Outcome, type RateLimitInfo, type RequestFacts, type Responded } from './middleware.js';
+import { type AdapterSpec, type RateLimitOptions } from './middleware-options.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -17,7 +10,9 @@ declare module 'node:http' {
   }
 }
 
-export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './core.js';
+export type { RateLimitInfo } from './middleware.js';
+export type { RateLimitOptions } from './middleware-options.js';
+export type { Denial, DenialResponse } from './denial.js';
 
 // What the adapters over node:http (plain, Express, Fastify, Koa, NestJS) share; sluice/node
 // exports only what its docs name.

@@ -1,7 +1,7 @@
 /** The Lua of `<id>_live`, for an algorithm whose state is a timed set: slidingLog and concurrency. */
-export function timedSetLua(id: string): string {
+export function sortedSetReaderLua(id: string): string {
   return `
--- The state shared by slidingLog and concurrency (src/algorithms/timed-set.ts): a sorted set of
+-- The state shared by slidingLog and concurrency (src/algorithms/sorted-set-reader.ts): a sorted set of
 -- integer ids scored by a time in ms (an entry's admission, a lease's expiry), pruned of what
 -- cutoff leaves behind.
 -- ${id}_live(key, cutoff, latest, peek): prunes members scored at or before cutoff (a string; a

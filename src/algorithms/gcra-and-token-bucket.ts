@@ -2,7 +2,7 @@ import { defineAlgorithm, undecided, type Algorithm, type Decided } from '../eng
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
 
 // The header of both forms' Lua, after the algorithm's own.
-const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/fresh-at.ts): the instant at which
+const HEADER = `-- The state shared by gcra and tokenBucket (src/algorithms/gcra-and-token-bucket.ts): the instant at which
 -- the key's state equals a fresh key's (GCRA's theoretical arrival time; the instant a bucket is
 -- full again). Both are one algorithm in two parametrisations: each admitted unit pushes that
 -- instant step further, and a request fits while the instant stays within size steps of now.
@@ -53,11 +53,9 @@ const WITH_PEXPIRETIME: ExpiryForm = {
   if at ~= -1 and at <= now then return 0 end
 ${READ_VALUE}`,
   write: (id) => `${writes(id)}
--- Moved by whole ms, the key keeps its remainder (always, at a step of whole ms: most rates), so
--- only its expiry changes: PEXPIREAT instead of SET with PXAT and the remainder's formatting saved
--- about 7,800 of 49,600 instructions a decision with every key live (docs/performance.md). Else the
--- remainder is written too: at one cost, every fresh key (as many clients' are, their state
--- expired) gets the same one, which a batch formats once (the last one written, and its text, kept).
+-- Moved by whole ms, the key keeps its remainder, so only its expiry is written, with PEXPIREAT
+-- (bench/NOTES.md). Else the remainder is written too, formatted once per batch for a run of
+-- equal ones (the last one written, and its text, kept).
 local ${id}_rem, ${id}_remText
 local function ${id}_write(key, now, ahead, perMs, before)
   local reset = ceil(ahead / perMs)
@@ -179,7 +177,7 @@ interface FreshAtState extends Decided {
  * what the parametrisation is). The memory store only holds keys that have not expired by `now`,
  * each with a TTL, so its cells are the live keys of the Lua.
  */
-export function freshAtAlgorithm(id: string, header: string): Algorithm {
+export function gcraOrTokenBucket(id: string, header: string): Algorithm {
   return defineAlgorithm<number, FreshAtState>({
     id,
     stableDenials: true,

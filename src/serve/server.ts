@@ -1,4 +1,4 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fixedWindow } from '../algorithms/fixed-window.js';
@@ -140,6 +140,40 @@ function summary(config: ServeConfig): string {
   return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
 }
 
+/** Reloads `reload` when the configuration changes, once the writes settle; until close(). */
+async function watchConfig(configPath: string, reload: () => unknown, log: (line: string) => void) {
+  // A file is watched through its directory: editors and ConfigMaps replace it rather than write it.
+  const directory = (await stat(configPath)).isDirectory() ? configPath : dirname(configPath);
+  let settle: ReturnType<typeof setTimeout> | undefined;
+  const watcher = watch(directory, () => {
+    clearTimeout(settle);
+    settle = setTimeout(reload, RELOAD_SETTLE_MS);
+  });
+  // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
+  watcher.on('error', (error) =>
+    log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`),
+  );
+  return {
+    close() {
+      watcher.close();
+      clearTimeout(settle);
+    },
+  };
+}
+
+/** Rereads the certificates, if any; resolves false, having logged why, if the new ones are refused. */
+async function reloadCertificates(certificates: Certificates | undefined, log: (line: string) => void) {
+  if (certificates === undefined) return true;
+  try {
+    await certificates.reload();
+    log('sluice serve: TLS certificates reloaded');
+    return true;
+  } catch (error) {
+    log(`${messageOf(error)}; the certificates in use keep serving`);
+    return false;
+  }
+}
+
 /** createServer's options, checked. */
 async function settingsOf(options: ServeOptions) {
   const o = optionsObject('createServer', options, SERVE_OPTIONS);
@@ -262,31 +296,8 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
     }
   }
   const reloadConfig = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
-  async function reloadCertificates(): Promise<boolean> {
-    try {
-      await certificates?.reload();
-      if (certificates) log('sluice serve: TLS certificates reloaded');
-      return true;
-    } catch (error) {
-      log(`${messageOf(error)}; the certificates in use keep serving`);
-      return false;
-    }
-  }
 
-  let watcher: FSWatcher | undefined;
-  let settle: ReturnType<typeof setTimeout> | undefined;
-  if (o.watching) {
-    // A file is watched through its directory: editors and ConfigMaps replace it rather than write it.
-    const directory = (await stat(configPath)).isDirectory() ? configPath : dirname(configPath);
-    watcher = watch(directory, () => {
-      clearTimeout(settle);
-      settle = setTimeout(() => void reloadConfig(), RELOAD_SETTLE_MS);
-    });
-    // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
-    watcher.on('error', (error) =>
-      log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`),
-    );
-  }
+  const watching = o.watching ? await watchConfig(configPath, reloadConfig, log) : undefined;
   const scheme = certificates ? ' (TLS)' : '';
   log(
     `sluice serve: ${summary(rules.config)}; gRPC${scheme} on ${host}:${grpc.port}, HTTP${scheme} on ${host}:${http.port}`,
@@ -300,12 +311,11 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
       return rules.config;
     },
     async reload() {
-      const [config, tls] = await Promise.all([reloadConfig(), reloadCertificates()]);
+      const [config, tls] = await Promise.all([reloadConfig(), reloadCertificates(certificates, log)]);
       return config && tls;
     },
     async close() {
-      watcher?.close();
-      clearTimeout(settle);
+      watching?.close();
       closing = true;
       // Health checks say NOT_SERVING from here on; the HTTP port answers them until gRPC's calls are done.
       health.stop();

@@ -179,6 +179,8 @@ export function runWorkers(count: number, log: (line: string) => void): Promise<
     if (message.sluice === 'ask') return gather(member, message.id, message.question);
     if (message.sluice === 'own') return told(member.worker.id, message.id, message.answer);
     member.ready = true;
+    // Asked to stop before it listened to the primary: it is asked again.
+    if (stopping) return send(member, { sluice: 'stop' });
     if (serving) return log(`sluice serve: ${member.name} serves in its place`);
     if ([...members.values()].every((m) => m.ready)) {
       serving = true;

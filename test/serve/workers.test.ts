@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
+import { freePort, startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { waitFor } from '../support/cluster.js';
 import { healthClient } from '../support/health.js';
 import { uniquePrefix } from '../support/redis.js';
@@ -39,19 +39,13 @@ async function withConfig<T>(yaml: string, test: (dir: string, write: (text: str
   }
 }
 
+/** The flags of 2 workers counting in the Redis at `url`. */
+const twoOn = (dir: string, url: string, ...flags: string[]) => [
+  ...['--config', dir, '--workers', '2', '--redis', url],
+  ...flags,
+];
 const twoWorkers = (dir: string, ...flags: string[]) =>
-  services.start([
-    '--config',
-    dir,
-    '--workers',
-    '2',
-    '--redis',
-    redisServer.url,
-    '--prefix',
-    uniquePrefix(),
-    ...PATIENT,
-    ...flags,
-  ]);
+  services.start(twoOn(dir, redisServer.url, '--prefix', uniquePrefix(), ...PATIENT, ...flags));
 
 /** The worker processes of a service (the primary's children), by pid. */
 async function workerPids(service: Service): Promise<number[]> {
@@ -165,18 +159,7 @@ describe('sluice serve --workers', () => {
   it('answers NOT_SERVING for the whole service while the store fails under --on-store-error deny, and while draining', async () => {
     const own = await startRedisServer();
     await withConfig(ONE_RULE(300), async (dir) => {
-      const service = await services.start([
-        '--config',
-        dir,
-        '--workers',
-        '2',
-        '--redis',
-        own.url,
-        '--on-store-error',
-        'deny',
-        '--timeout',
-        '200ms',
-      ]);
+      const service = await services.start(twoOn(dir, own.url, '--on-store-error', 'deny', '--timeout', '200ms'));
       const health = healthClient(service.grpcPort);
       try {
         assert.equal(await health.check(''), 'SERVING');
@@ -201,7 +184,7 @@ describe('sluice serve --workers', () => {
     });
   });
 
-  it('refuses more than one worker on the memory store, and a count that is not one', async () => {
+  it('refuses more than one worker on the memory store, a count that is not one, a missing certificate before forking, and stops when a worker cannot start', async () => {
     await withConfig(ONE_RULE(300), async (dir) => {
       const memory = await services.runToExit(['--config', dir, '--workers', '2']);
       assert.equal(memory.code, 2);
@@ -212,6 +195,24 @@ describe('sluice serve --workers', () => {
       const zero = await services.runToExit(['--config', dir, '--workers', '0', '--redis', redisServer.url]);
       assert.equal(zero.code, 2);
       assert.match(zero.stderr.join('\n'), /--workers must be auto or a number from 1 to 1024; got "0"/);
+      const noCert = await services.runToExit(
+        twoOn(dir, redisServer.url, '--tls-cert', `${dir}/missing.pem`, '--tls-key', `${dir}/missing-key.pem`),
+      );
+      assert.equal(noCert.code, 2);
+      assert.match(noCert.stderr.join('\n'), /option "tls\.cert": ENOENT/);
+      assert.ok(!noCert.stderr.some((line) => line.startsWith('[worker')));
+
+      // A worker that cannot start stops the service, and says why.
+      const nobody = `redis://127.0.0.1:${await freePort()}`;
+      const noRedis = await services.runToExit(twoOn(dir, nobody));
+      assert.equal(noRedis.code, 1);
+      assert.ok(noRedis.stderr.some((line) => line.startsWith(`sluice serve: cannot connect to Redis at ${nobody}`)));
+      assert.ok(
+        noRedis.stderr.some((line) =>
+          /^sluice serve: worker \d \(pid \d+\) ended with code 1 before it served; stopping$/.test(line),
+        ),
+      );
+      assert.equal(noRedis.stderr.at(-1), 'sluice serve: stopped');
     });
   });
 });

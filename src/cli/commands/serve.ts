@@ -15,6 +15,7 @@ import {
   type ParsedCommand,
 } from '../command.js';
 import { maskPassword, parseRedisUrl } from '../connect.js';
+import { Certificates } from '../../serve/tls.js';
 import { runWorkers, serviceWorker, WORKER_ENV } from '../../serve/workers.js';
 
 const HELP = `Usage: sluice serve --config <file or directory> [options]
@@ -285,14 +286,22 @@ export const serve: Command = {
     const tls = tlsOf(parsed);
     const workers = workersOf(parsed, io);
     const worker = workers > 1 && cluster.isWorker && io.env[WORKER_ENV] === '1';
-    if (workers > 1 && !worker) return runWorkers(workers, (line) => io.err(line));
+    if (workers > 1 && !worker) {
+      // Read here too, so that a bad certificate is refused once, as a usage error, before any worker starts.
+      if (tls.tls) await Certificates.read(tls.tls);
+      return runWorkers(workers, (line) => io.err(line));
+    }
     const { startServer } = await importServe(() => import('../../serve/server.js'));
-    const connected = await connect(parsed, io);
-    const stopping = firstSignal(['SIGTERM', 'SIGINT']);
-    const onHangup = () => void server.reload();
+    let server: Awaited<ReturnType<typeof startServer>> | undefined;
+    const onHangup = () => void server?.reload();
+    // A worker listens to the primary first: a stop it asks while this one starts is kept for after.
     const joined = worker ? serviceWorker(onHangup) : undefined;
+    const connected = await connect(parsed, io).catch((error: unknown) => {
+      joined?.leave();
+      throw error;
+    });
+    const stopping = firstSignal(['SIGTERM', 'SIGINT']);
     const log = (line: string) => io.err(joined ? `[worker ${cluster.worker?.id}] ${line}` : line);
-    let server: Awaited<ReturnType<typeof startServer>>;
     try {
       server = await startServer(
         {

@@ -114,6 +114,12 @@ describe('sluice serve --workers', () => {
         metrics,
         /^sluice_serve_descriptors_total\{domain="edge",rule="k",code="OVER_LIMIT",shadow_denied="false"\} 700$/m,
       );
+      // Histograms too, bucket by bucket: every decision was one `limit` operation, in one worker or the other.
+      assert.match(metrics, /^sluice_operation_duration_seconds_count\{[^}]*sluice_operation="limit"\} 1000$/m);
+      assert.match(
+        metrics,
+        /^sluice_operation_duration_seconds_bucket\{[^}]*sluice_operation="limit",le="\+Inf"\} 1000$/m,
+      );
       assert.deepEqual(await service.get('/healthcheck'), { status: 200, text: 'OK\n' });
       const health = healthClient(service.grpcPort);
       try {

@@ -78,12 +78,14 @@ export function printServeBench(result: ServeBench, inFlight: number, floor: boo
   console.log(`${inFlight} in flight; each server asked by ${result.loadProcesses} load processes`);
   const served: [string, ServeSample][] = [
     ['sluice serve, gRPC', result.grpc],
+    ['sluice serve --workers 2, gRPC', result.twoWorkers],
     ['sluice serve, /json', result.json],
   ];
   if (result.cost) served.push(['sluice serve, memory store, gRPC', result.cost.memory]);
   console.log(line('in-process library', result.inProcess));
   for (const [name, s] of served) console.log(line(name, s));
   if (result.cost) console.log(line("envoyproxy/ratelimit's Redis commands", result.cost.pattern));
+  console.log(`sluice serve --workers 2 over 1 process, decisions/s: ${ratioText(result.twoWorkersToOne)}`);
   const floors = (Object.keys(FLOOR_KINDS) as FloorKind[]).filter((kind) => result.floor[kind] !== undefined);
   if (floors.length > 0) {
     console.log('\nFloors: a constant answer, no decision (bench/serve-floor.ts), the same loads');

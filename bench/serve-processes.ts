@@ -13,9 +13,16 @@ const TICKS_PER_SECOND = 100;
 
 /**
  * The CPU time a process has used so far, in microseconds, from /proc; NaN elsewhere. With
- * `mainThread`, its main thread's alone (Linux gives it the process's id).
+ * `mainThread`, its main thread's alone (Linux gives it the process's id). With `children`, its
+ * child processes' too (`sluice serve --workers`: the primary and every worker).
  */
-export async function processCpuMicros(pid: number | undefined, mainThread = false): Promise<number> {
+export async function processCpuMicros(pid: number | undefined, mainThread = false, children = false): Promise<number> {
+  if (children) {
+    const pids = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
+    const each = [pid, ...pids.split(' ').filter(Boolean).map(Number)];
+    const times = await Promise.all(each.map((one) => processCpuMicros(one, mainThread)));
+    return times.reduce((sum, time) => sum + time, 0);
+  }
   try {
     const stat = await readFile(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
     // After the command's name (in parentheses, and it may hold spaces): utime and stime are the 12th and 13th.
@@ -76,7 +83,7 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `sluice serve --config <dir> ...flags` on free loopback ports. */
+/** Starts `sluice serve --config <dir> ...flags` on free loopback ports; resolves once it counts (every worker serves). */
 export async function startService(config: string, flags: readonly string[]): Promise<ServiceProcess> {
   const child = spawn(
     process.execPath,
@@ -106,7 +113,8 @@ export async function startService(config: string, flags: readonly string[]): Pr
       child.stderr.on('data', (chunk: Buffer) => {
         text += chunk.toString();
         const bound = /gRPC on 127\.0\.0\.1:(\d+), HTTP on 127\.0\.0\.1:(\d+)/.exec(text);
-        if (bound) resolve({ grpc: Number(bound[1]), http: Number(bound[2]) });
+        if (bound && text.includes('sluice serve: counting in '))
+          resolve({ grpc: Number(bound[1]), http: Number(bound[2]) });
       });
       child.once('exit', (code) => reject(new Error(`sluice serve exited with ${code}: ${text}`)));
     });

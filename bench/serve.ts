@@ -26,6 +26,10 @@ import { processCpuMicros, redisCpuMicros, startLoads, startService, type Servic
 export interface ServeBench {
   readonly inProcess: ServeSample;
   readonly grpc: ServeSample;
+  /** `sluice serve --workers 2` on the same Redis, over gRPC: its server CPU is the primary's and both workers'. */
+  readonly twoWorkers: ServeSample;
+  /** Its decisions/s over one process's, per round. */
+  readonly twoWorkersToOne: readonly number[];
   readonly json: ServeSample;
   /** The floor servers measured (the Go one is missing where there is no `go`). */
   readonly floor: Partial<Record<FloorKind, ServeSample>>;
@@ -95,14 +99,15 @@ function best(samples: readonly ServeSample[]): ServeSample {
   };
 }
 
-/** A server the loads ask on one transport: its process, whose CPU time is counted, and its port. */
+/** A server the loads ask on one transport: its process, whose CPU time is counted (with its children's for workers), and its port. */
 interface Asked {
   readonly pid: number | undefined;
+  readonly workers?: boolean;
   readonly transport: LoadOrder['transport'];
   readonly port: number;
 }
 
-type Path = 'grpc' | 'json' | 'memory' | FloorKind;
+type Path = 'grpc' | 'grpc2' | 'json' | 'memory' | FloorKind;
 
 /**
  * `redisUrl`: the Redis to count in (the service uses its own prefix); without it, a private
@@ -132,6 +137,17 @@ export async function benchServe(options: {
   try {
     const service = await startService(dir, ['--redis', url, '--prefix', 'bench-serve', '--timeout', '10s']);
     services.push(service);
+    const two = await startService(dir, [
+      '--redis',
+      url,
+      '--prefix',
+      'bench-serve-2',
+      '--timeout',
+      '10s',
+      '--workers',
+      '2',
+    ]);
+    services.push(two);
     const memory = options.cost ? await startService(dir, []) : undefined;
     if (memory) services.push(memory);
     const limiter = createLimiter({
@@ -159,10 +175,11 @@ export async function benchServe(options: {
     async function sample(
       pid: number | undefined,
       calls: () => Promise<{ runs: Run[]; callersMicros: number }>,
+      workers = false,
     ): Promise<ServeSample> {
       const cpu = async () => ({
-        service: await processCpuMicros(pid),
-        serviceMainThread: await processCpuMicros(pid, true),
+        service: await processCpuMicros(pid, false, workers),
+        serviceMainThread: await processCpuMicros(pid, true, workers),
         redis: await redisCpuMicros(redis),
       });
       const before = await cpu();
@@ -188,32 +205,37 @@ export async function benchServe(options: {
         return { runs, callersMicros: used.user + used.system };
       });
     /** The loads ask `asked`, `inFlight` at a time, or `perSecond` (an open loop). */
-    const through = ({ pid, transport, port }: Asked, durationMs: number, perSecond?: number) =>
-      sample(pid, async () => {
-        const replies = await Promise.all(
-          loads.map((load, i) =>
-            load.order({
-              transport,
-              port,
-              // Each process takes every n-th key, so that all the keys see the same load.
-              keys: keys.filter((_, k) => k % loads.length === i),
-              inFlight:
-                transport === 'redis-pattern'
-                  ? share(PATTERN_CONNECTIONS, loads.length, i)
-                  : share(options.inFlight, loads.length, i),
-              durationMs,
-              ...(perSecond === undefined ? {} : { perSecond: perSecond / loads.length }),
-            }),
-          ),
-        );
-        return {
-          runs: replies.map((reply) => reply.run as Run),
-          callersMicros: replies.reduce((sum, reply) => sum + (reply.cpuMicros ?? NaN), 0),
-        };
-      });
+    const through = ({ pid, workers, transport, port }: Asked, durationMs: number, perSecond?: number) =>
+      sample(
+        pid,
+        async () => {
+          const replies = await Promise.all(
+            loads.map((load, i) =>
+              load.order({
+                transport,
+                port,
+                // Each process takes every n-th key, so that all the keys see the same load.
+                keys: keys.filter((_, k) => k % loads.length === i),
+                inFlight:
+                  transport === 'redis-pattern'
+                    ? share(PATTERN_CONNECTIONS, loads.length, i)
+                    : share(options.inFlight, loads.length, i),
+                durationMs,
+                ...(perSecond === undefined ? {} : { perSecond: perSecond / loads.length }),
+              }),
+            ),
+          );
+          return {
+            runs: replies.map((reply) => reply.run as Run),
+            callersMicros: replies.reduce((sum, reply) => sum + (reply.cpuMicros ?? NaN), 0),
+          };
+        },
+        workers,
+      );
 
     const asked = new Map<Path, Asked>([
       ['grpc', { pid: service.child.pid, transport: 'grpc', port: service.grpcPort }],
+      ['grpc2', { pid: two.child.pid, workers: true, transport: 'grpc', port: two.grpcPort }],
       ['json', { pid: service.child.pid, transport: 'json', port: service.httpPort }],
       ...(memory ? [['memory', { pid: memory.child.pid, transport: 'grpc', port: memory.grpcPort }] as const] : []),
       ...floors.map(
@@ -248,6 +270,8 @@ export async function benchServe(options: {
     return {
       inProcess: best(inProcessSamples),
       grpc: of('grpc'),
+      twoWorkers: of('grpc2'),
+      twoWorkersToOne: ratios(samples.get('grpc2') ?? [], samples.get('grpc') ?? [], (s) => s.decisionsPerSecond),
       json: of('json'),
       floor,
       ...(options.cost && {

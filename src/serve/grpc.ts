@@ -1,12 +1,15 @@
 import {
   constants,
+  createSecureServer,
   createServer,
+  type Http2SecureServer,
   type Http2Server,
   type IncomingHttpHeaders,
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { TlsOptions } from 'node:tls';
 import { Deadlines, type Pending } from '../limiter/deadlines.js';
 
 // gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md), as much as a server of unary and
@@ -336,18 +339,22 @@ function onStream(served: Served, stream: ServerHttp2Stream, headers: IncomingHt
 
 /** A gRPC server on node:http2, and its open connections (to close them on stop). */
 export interface GrpcServer {
-  readonly server: Http2Server;
+  readonly server: Http2Server | Http2SecureServer;
   readonly port: number;
   readonly sessions: Set<ServerHttp2Session>;
 }
 
 /**
- * Starts serving `methods` (by path, /package.Service/Method) on `host:port` (0: any free port).
- * Everything past the server's creation is per session and stream, so node:http2's
- * createSecureServer (TLS, ALPN h2) would serve the same calls.
+ * Starts serving `methods` (by path, /package.Service/Method) on `host:port` (0: any free port);
+ * with `tls`, over TLS (ALPN h2). Everything past the server's creation is per session and stream.
  */
-export async function startGrpc(methods: ReadonlyMap<string, Method>, host: string, port: number): Promise<GrpcServer> {
-  const server = createServer();
+export async function startGrpc(
+  methods: ReadonlyMap<string, Method>,
+  host: string,
+  port: number,
+  tls?: TlsOptions,
+): Promise<GrpcServer> {
+  const server = tls === undefined ? createServer() : createSecureServer(tls);
   const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);

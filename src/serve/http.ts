@@ -1,5 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TlsOptions } from 'node:tls';
 import { UNIT_NUMBERS, type UnitName } from './limits.js';
 import type { Entry } from './match.js';
 import { messageOf } from '../core/errors.js';
@@ -10,7 +12,7 @@ export interface HttpRoutes {
   decide(request: RateLimitRequest): Promise<RateLimitResponse>;
   /** Why the service does not serve now (stopping, or its store fails and it denies then); undefined while it does. */
   unhealthy(): Promise<string | undefined>;
-  metrics(): string;
+  metrics(): string | Promise<string>;
   rlconfig(): string;
 }
 
@@ -183,7 +185,7 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
       }
       return;
     case '/metrics':
-      if (only('GET')) send(res, 200, 'text/plain; version=0.0.4; charset=utf-8', routes.metrics());
+      if (only('GET')) send(res, 200, 'text/plain; version=0.0.4; charset=utf-8', await routes.metrics());
       return;
     case '/rlconfig':
       if (only('GET')) send(res, 200, 'text/plain; charset=utf-8', routes.rlconfig());
@@ -198,18 +200,20 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
   }
 }
 
-/** Starts the HTTP server on `host:port` (0: any free port). */
+/** Starts the HTTP server on `host:port` (0: any free port); with `tls`, HTTPS. */
 export async function startHttp(
   routes: HttpRoutes,
   host: string,
   port: number,
-): Promise<{ server: Server; port: number }> {
-  const server = createHttpServer((req, res) => {
+  tls?: TlsOptions,
+): Promise<{ server: Server | HttpsServer; port: number }> {
+  const answer = (req: IncomingMessage, res: ServerResponse) => {
     route(req, res, routes).catch((error: unknown) => {
       if (!res.headersSent) problem(res, 500, 'Internal Server Error', messageOf(error));
       else res.destroy();
     });
-  });
+  };
+  const server = tls === undefined ? createHttpServer(answer) : createHttpsServer(tls, answer);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -221,7 +225,7 @@ export async function startHttp(
 }
 
 /** Stops taking connections, and resolves once the requests in flight are answered. */
-export function stopHttp(server: Server): Promise<void> {
+export function stopHttp(server: Server | HttpsServer): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
     server.closeIdleConnections();

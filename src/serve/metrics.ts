@@ -1,6 +1,7 @@
 import type { StoreWatcher } from '../core/types.js';
 import type { MeterLike, MetricAttributes } from '../limiter/observe.js';
 
+/** One series: plain data, also as it is sent between processes. */
 interface Series {
   readonly labels: MetricAttributes;
   value: number;
@@ -23,6 +24,15 @@ function prometheusName(name: string, type: Family['type'], unit: string | undef
   const base = name.replace(/[^a-zA-Z0-9_]/g, '_');
   if (type === 'counter') return `${base}_total`;
   return unit === 's' ? `${base}_seconds` : base;
+}
+
+/** A family as plain data, to send between processes. */
+export interface FamilyData {
+  readonly name: string;
+  readonly type: Family['type'];
+  readonly help: string;
+  readonly bounds: readonly number[];
+  readonly series: readonly Series[];
 }
 
 const NO_ATTRIBUTES: MetricAttributes = {};
@@ -153,28 +163,69 @@ export class Metrics {
     this.inFlightSeries[transport].value += change;
   }
 
+  /** Every family now, as plain data: what a worker sends for the whole service's /metrics. */
+  snapshot(): FamilyData[] {
+    return [...this.families.values()].map((family) => ({
+      name: family.name,
+      type: family.type,
+      help: family.help,
+      bounds: [...family.bounds],
+      series: [...family.series.values()].map((s) => ({
+        ...s,
+        ...(s.buckets === undefined ? {} : { buckets: [...s.buckets] }),
+      })),
+    }));
+  }
+
   /** Prometheus text format 0.0.4. */
   render(): string {
-    const lines: string[] = [];
-    for (const family of this.families.values()) {
-      lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
-      for (const series of family.series.values()) {
-        if (family.type !== 'histogram') {
-          lines.push(`${family.name}${labelText(series.labels)} ${series.value}`);
-          continue;
-        }
-        let cumulative = 0;
-        family.bounds.forEach((bound, i) => {
-          cumulative += series.buckets?.[i] ?? 0;
-          lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${cumulative}`);
-        });
-        lines.push(`${family.name}_bucket${labelText(series.labels, 'le="+Inf"')} ${series.count}`);
-        lines.push(
-          `${family.name}_sum${labelText(series.labels)} ${series.sum}`,
-          `${family.name}_count${labelText(series.labels)} ${series.count}`,
-        );
-      }
-    }
-    return `${lines.join('\n')}\n`;
+    return renderFamilies(this.snapshot());
   }
+}
+
+/** Several processes' families as one: the series with the same name and labels summed. */
+export function mergeFamilies(lists: readonly (readonly FamilyData[])[]): FamilyData[] {
+  const merged = new Map<string, { family: FamilyData; series: Map<string, Series> }>();
+  for (const family of lists.flat()) {
+    let into = merged.get(family.name);
+    if (into === undefined) merged.set(family.name, (into = { family: { ...family, series: [] }, series: new Map() }));
+    for (const series of family.series) {
+      const id = JSON.stringify(series.labels);
+      const sum = into.series.get(id);
+      if (sum === undefined) {
+        into.series.set(id, { ...series, ...(series.buckets ? { buckets: [...series.buckets] } : {}) });
+        continue;
+      }
+      sum.value += series.value;
+      sum.sum += series.sum;
+      sum.count += series.count;
+      series.buckets?.forEach((count, i) => sum.buckets && (sum.buckets[i] = (sum.buckets[i] ?? 0) + count));
+    }
+  }
+  return [...merged.values()].map(({ family, series }) => ({ ...family, series: [...series.values()] }));
+}
+
+/** Families in Prometheus text format 0.0.4. */
+export function renderFamilies(families: readonly FamilyData[]): string {
+  const lines: string[] = [];
+  for (const family of families) {
+    lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
+    for (const series of family.series) {
+      if (family.type !== 'histogram') {
+        lines.push(`${family.name}${labelText(series.labels)} ${series.value}`);
+        continue;
+      }
+      let cumulative = 0;
+      family.bounds.forEach((bound, i) => {
+        cumulative += series.buckets?.[i] ?? 0;
+        lines.push(`${family.name}_bucket${labelText(series.labels, `le="${bound}"`)} ${cumulative}`);
+      });
+      lines.push(`${family.name}_bucket${labelText(series.labels, 'le="+Inf"')} ${series.count}`);
+      lines.push(
+        `${family.name}_sum${labelText(series.labels)} ${series.sum}`,
+        `${family.name}_count${labelText(series.labels)} ${series.count}`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
 }

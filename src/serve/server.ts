@@ -1,4 +1,4 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fixedWindow } from '../algorithms/fixed-window.js';
@@ -13,6 +13,8 @@ import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.
 import { startGrpc, stopGrpc } from './grpc.js';
 import { Health } from './health.js';
 import { startHttp, stopHttp } from './http.js';
+import { Certificates, tlsOptions, type SecureServer, type TlsOptions } from './tls.js';
+import type { ServicePeers } from './workers.js';
 import { Metrics } from './metrics.js';
 import { shouldRateLimit, withCallDeadlines } from './rate-limit.js';
 import type { RateLimitRequest, RateLimitResponse } from './messages.js';
@@ -54,6 +56,11 @@ export interface ServeOptions {
   penalty?: { after: number; block: Duration };
   /** Told, one line each, about reloads and refused configurations. */
   log?: (line: string) => void;
+  /**
+   * TLS on both ports from PEM files, read again by reload(); with `clientCa`, mutual TLS: a client
+   * without a certificate that CA signed is refused.
+   */
+  tls?: TlsOptions;
 }
 
 export interface SluiceServer {
@@ -61,7 +68,10 @@ export interface SluiceServer {
   readonly httpPort: number;
   /** The configuration serving now. */
   readonly config: ServeConfig;
-  /** Reads the configuration again; resolves true if it took effect, false if it was refused (the old one serves on). */
+  /**
+   * Reads the configuration and the TLS certificates again; resolves true if they took effect, false
+   * if one was refused (the old one serves on, and `log` is told why).
+   */
   reload(): Promise<boolean>;
   /**
    * Stops: health checks answer NOT_SERVING, the gRPC port takes no more calls, then the HTTP port
@@ -86,6 +96,7 @@ const SERVE_OPTIONS = [
   'deniedCache',
   'penalty',
   'log',
+  'tls',
 ];
 // Editors and ConfigMap updates write a file in several steps; one reload after they settle.
 const RELOAD_SETTLE_MS = 100;
@@ -104,21 +115,20 @@ function flag(option: string, value: unknown, fallback: boolean): boolean {
 }
 
 /**
- * The service's health: NOT_SERVING while stopping, or while the store fails and the service
- * denies then. Checks the options a limiter takes, as the service's own limiters will.
+ * Why the service cannot serve now: its store fails, and it denies then; undefined while it can.
+ * Checks the options a limiter takes, as the service's own limiters will.
  */
-function healthOf(settings: LimiterSettings): Health {
+function storeProbe(settings: LimiterSettings): () => Promise<string | undefined> {
   const probe = createLimiter({
     ...settings,
     policy: fixedWindow({ limit: 1, window: 1000, name: 'health' }),
     onOutage: () => undefined,
   });
   // A peek writes nothing; it fails as a decision would, through the timeout and failure policy.
-  return new Health(async () =>
+  return async () =>
     settings.onStoreError === 'deny' && (await probe.peek('healthcheck')).reason !== undefined
       ? 'the store is failing, and the service denies then'
-      : undefined,
-  );
+      : undefined;
 }
 
 function summary(config: ServeConfig): string {
@@ -130,33 +140,56 @@ function summary(config: ServeConfig): string {
   return `${config.domains.size} domain${config.domains.size === 1 ? '' : 's'}, ${rules} rule${rules === 1 ? '' : 's'} from ${config.files.length} file${config.files.length === 1 ? '' : 's'}`;
 }
 
-/**
- * Starts a rate-limit service: Envoy's RateLimitService over gRPC, and /json, /healthcheck,
- * /metrics and /rlconfig over HTTP, deciding by the rules of `config`. Rejects with
- * InvalidConfigError for a bad configuration and InvalidOptionError for a bad option.
- */
-export async function createServer(options: ServeOptions): Promise<SluiceServer> {
+/** Reloads `reload` when the configuration changes, once the writes settle; until close(). */
+async function watchConfig(configPath: string, reload: () => unknown, log: (line: string) => void) {
+  // A file is watched through its directory: editors and ConfigMaps replace it rather than write it.
+  const directory = (await stat(configPath)).isDirectory() ? configPath : dirname(configPath);
+  let settle: ReturnType<typeof setTimeout> | undefined;
+  const watcher = watch(directory, () => {
+    clearTimeout(settle);
+    settle = setTimeout(reload, RELOAD_SETTLE_MS);
+  });
+  // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
+  watcher.on('error', (error) =>
+    log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`),
+  );
+  return {
+    close() {
+      watcher.close();
+      clearTimeout(settle);
+    },
+  };
+}
+
+/** Rereads the certificates, if any; resolves false, having logged why, if the new ones are refused. */
+async function reloadCertificates(certificates: Certificates | undefined, log: (line: string) => void) {
+  if (certificates === undefined) return true;
+  try {
+    await certificates.reload();
+    log('sluice serve: TLS certificates reloaded');
+    return true;
+  } catch (error) {
+    log(`${messageOf(error)}; the certificates in use keep serving`);
+    return false;
+  }
+}
+
+/** createServer's options, checked. */
+async function settingsOf(options: ServeOptions) {
   const o = optionsObject('createServer', options, SERVE_OPTIONS);
   if (typeof o.config !== 'string' || o.config === '')
     throw new InvalidOptionError('config', o.config, 'the path of a configuration file or directory');
-  const configPath = o.config;
   const host = o.host === undefined ? '0.0.0.0' : o.host;
   if (typeof host !== 'string' || host === '')
     throw new InvalidOptionError('host', host, 'an address such as "0.0.0.0" or "::1"');
-  const grpcPort = port('grpcPort', o.grpcPort, 8081);
-  const httpPort = port('httpPort', o.httpPort, 8080);
-  const shadow = flag('shadow', o.shadow, false);
-  const headers = flag('responseHeaders', o.responseHeaders, false);
   const dynamicMetadata = flag('responseDynamicMetadata', o.responseDynamicMetadata, false);
-  const configOptions = { responseDynamicMetadata: dynamicMetadata };
-  const watching = flag('watch', o.watch, true);
   if (o.onStoreError !== undefined && o.onStoreError !== 'allow' && o.onStoreError !== 'deny')
     throw new InvalidOptionError('onStoreError', o.onStoreError, "'allow' or 'deny'");
   if (o.log !== undefined && typeof o.log !== 'function')
     throw new InvalidOptionError('log', o.log, 'a function taking one line');
-  const log = (o.log as ServeOptions['log']) ?? (() => undefined);
   if (o.timeout !== undefined) parseDuration('timeout', o.timeout);
-  let settings: LimiterSettings = {
+  const tls = tlsOptions(o.tls);
+  const limiter: LimiterSettings = {
     store: o.store as Store,
     prefix: validPrefix(o.prefix),
     ...(o.timeout === undefined ? {} : { timeout: o.timeout as Duration }),
@@ -164,18 +197,59 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     ...(o.deniedCache === undefined ? {} : { deniedCache: o.deniedCache as DeniedCacheOptions }),
     ...(o.penalty === undefined ? {} : { penalty: o.penalty as ServeOptions['penalty'] & object }),
   };
+  return {
+    configPath: o.config,
+    host,
+    grpcPort: port('grpcPort', o.grpcPort, 8081),
+    httpPort: port('httpPort', o.httpPort, 8080),
+    decide: {
+      shadow: flag('shadow', o.shadow, false),
+      headers: flag('responseHeaders', o.responseHeaders, false),
+      dynamicMetadata,
+    },
+    configOptions: { responseDynamicMetadata: dynamicMetadata },
+    watching: flag('watch', o.watch, true),
+    log: (o.log as ServeOptions['log']) ?? (() => undefined),
+    limiter,
+    // Read last, so that every other option is checked before a file is.
+    certificates: tls === undefined ? undefined : await Certificates.read(tls),
+  };
+}
+
+/**
+ * Starts a rate-limit service: Envoy's RateLimitService over gRPC, and /json, /healthcheck,
+ * /metrics and /rlconfig over HTTP, deciding by the rules of `config`. Rejects with
+ * InvalidConfigError for a bad configuration and InvalidOptionError for a bad option.
+ */
+export function createServer(options: ServeOptions): Promise<SluiceServer> {
+  return startServer(options);
+}
+
+/**
+ * createServer, as one worker of several (src/serve/workers.ts) starts it: health and /metrics
+ * answer for the whole service, through `peers`.
+ */
+export async function startServer(options: ServeOptions, peers?: ServicePeers): Promise<SluiceServer> {
+  const { configPath, host, configOptions, log, certificates, ...o } = await settingsOf(options);
+  let settings = o.limiter;
   // Built first, so that a bad store, timeout, denied-cache or penalty option fails before anything listens.
-  const health = healthOf(settings);
+  const storeFailing = storeProbe(settings);
+  let closing = false;
+  const own = async () => (closing ? 'the service is stopping' : await storeFailing());
+  const health = new Health(peers ? () => peers.unhealthy() : storeFailing);
   const deadlines = withCallDeadlines(settings.store);
   settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
+  peers?.answer({ unhealthy: own, families: () => metrics.snapshot() });
   let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics);
 
-  const decideOptions = { shadow, headers, dynamicMetadata, metrics };
+  const decideOptions = { ...o.decide, metrics };
+  const secure = certificates?.serverOptions();
   const grpc = await startGrpc(
     new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),
     host,
-    grpcPort,
+    o.grpcPort,
+    secure,
   );
   let http;
   try {
@@ -190,17 +264,19 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
           }
         },
         unhealthy: () => health.check(),
-        metrics: () => metrics.render(),
+        metrics: () => (peers ? peers.metrics() : metrics.render()),
         rlconfig: () => describeConfig(rules.config),
       },
       host,
-      httpPort,
+      o.httpPort,
+      secure,
     );
   } catch (error) {
     health.stop();
     await stopGrpc(grpc);
     throw error;
   }
+  if (certificates) [grpc.server, http.server].forEach((server) => certificates.serve(server as SecureServer));
 
   let reloading: Promise<boolean> = Promise.resolve(true);
   async function reloadOnce(): Promise<boolean> {
@@ -219,23 +295,13 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       return false;
     }
   }
-  const reload = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
+  const reloadConfig = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
 
-  let watcher: FSWatcher | undefined;
-  let settle: ReturnType<typeof setTimeout> | undefined;
-  if (watching) {
-    // A file is watched through its directory: editors and ConfigMaps replace it rather than write it.
-    const directory = (await stat(configPath)).isDirectory() ? configPath : dirname(configPath);
-    watcher = watch(directory, () => {
-      clearTimeout(settle);
-      settle = setTimeout(() => void reload(), RELOAD_SETTLE_MS);
-    });
-    // The directory removed or unreadable: the rules in memory keep serving, and the watch ends.
-    watcher.on('error', (error) =>
-      log(`sluice serve: stopped watching ${directory} (${error.message}); the current config keeps serving`),
-    );
-  }
-  log(`sluice serve: ${summary(rules.config)}; gRPC on ${host}:${grpc.port}, HTTP on ${host}:${http.port}`);
+  const watching = o.watching ? await watchConfig(configPath, reloadConfig, log) : undefined;
+  const scheme = certificates ? ' (TLS)' : '';
+  log(
+    `sluice serve: ${summary(rules.config)}; gRPC${scheme} on ${host}:${grpc.port}, HTTP${scheme} on ${host}:${http.port}`,
+  );
 
   const httpServer = http.server;
   return {
@@ -244,10 +310,13 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
     get config() {
       return rules.config;
     },
-    reload,
+    async reload() {
+      const [config, tls] = await Promise.all([reloadConfig(), reloadCertificates(certificates, log)]);
+      return config && tls;
+    },
     async close() {
-      watcher?.close();
-      clearTimeout(settle);
+      watching?.close();
+      closing = true;
       // Health checks say NOT_SERVING from here on; the HTTP port answers them until gRPC's calls are done.
       health.stop();
       await stopGrpc(grpc);

@@ -20,8 +20,11 @@ export interface Watching {
   cancel(): void;
 }
 
-/** A grpc.health.v1.Health client of 127.0.0.1:`port`, through @grpc/grpc-js. */
-export function healthClient(port: number): {
+/** A grpc.health.v1.Health client of 127.0.0.1:`port`, through @grpc/grpc-js; insecure unless `credentials` are given. */
+export function healthClient(
+  port: number,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+): {
   check(service: string): Promise<string>;
   watch(service: string): Watching;
   close(): void;
@@ -30,10 +33,7 @@ export function healthClient(port: number): {
   const loaded = grpc.loadPackageDefinition(definition) as unknown as {
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
   };
-  const client = new loaded.grpc.health.v1.Health(
-    `127.0.0.1:${port}`,
-    grpc.credentials.createInsecure(),
-  ) as unknown as HealthStub;
+  const client = new loaded.grpc.health.v1.Health(`127.0.0.1:${port}`, credentials) as unknown as HealthStub;
   return {
     check: (service) =>
       new Promise((resolve, reject) =>

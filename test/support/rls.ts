@@ -41,10 +41,17 @@ export interface RlsClient {
   close(): void;
 }
 
-/** A gRPC client of envoy.service.ratelimit.v3.RateLimitService on 127.0.0.1:`port`. */
-export function rlsClient(port: number): RlsClient {
+/**
+ * A gRPC client of envoy.service.ratelimit.v3.RateLimitService on 127.0.0.1:`port`; insecure
+ * unless `credentials` are given. `options` are the channel's (such as a connection of its own).
+ */
+export function rlsClient(
+  port: number,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  options: grpc.ChannelOptions = {},
+): RlsClient {
   const Client = rateLimitService();
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+  const client = new Client(`127.0.0.1:${port}`, credentials, options) as unknown as grpc.Client & {
     ShouldRateLimit(request: object, callback: (error: grpc.ServiceError | null, response: WireResponse) => void): void;
   };
   return {

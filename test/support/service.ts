@@ -84,7 +84,7 @@ export function useServices(): {
       const listening = new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
         eachLine(child.stderr, (line) => {
           stderr.push(line);
-          const bound = /gRPC on 127\.0\.0\.1:(\d+), HTTP on 127\.0\.0\.1:(\d+)$/.exec(line);
+          const bound = /gRPC(?: \(TLS\))? on 127\.0\.0\.1:(\d+), HTTP(?: \(TLS\))? on 127\.0\.0\.1:(\d+)$/.exec(line);
           if (bound) ports = { grpcPort: Number(bound[1]), httpPort: Number(bound[2]) };
           if (ports && line.startsWith('sluice serve: counting in ')) resolve(ports);
         });

@@ -1,3 +1,5 @@
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { memoryStore, redisStore, type Store } from '../../index.js';
 import { parseDuration } from '../../core/duration.js';
 import {
@@ -13,6 +15,8 @@ import {
   type ParsedCommand,
 } from '../command.js';
 import { maskPassword, parseRedisUrl } from '../connect.js';
+import { Certificates } from '../../serve/tls.js';
+import { runWorkers, serviceWorker, WORKER_ENV } from '../../serve/workers.js';
 
 const HELP = `Usage: sluice serve --config <file or directory> [options]
 
@@ -21,7 +25,8 @@ POST /json, GET /healthcheck, /metrics and /rlconfig over HTTP, deciding by an e
 YAML configuration (with sluice's algorithms and windows; see docs/service.md). Any number of
 instances on one Redis or Redis Cluster admit exactly the limit together. SIGTERM or SIGINT: stop
 taking calls, answer those in flight, exit 0. SIGHUP, or a change to the configuration: reload it
-(a bad one is refused, and the previous one keeps serving).
+(a bad one is refused, and the previous one keeps serving); SIGHUP rereads the TLS certificates too.
+With --workers, the signals act on every worker. See docs/service-operations.md.
 
 Options:
   --config <path>           a YAML file, or a directory of them (merged per domain); required
@@ -40,12 +45,19 @@ Options:
   --denied-cache <keys>     answer descriptors certain to be denied from memory, for up to this many keys
   --penalty <n>/<duration>  after n denials in a row, block the descriptor for the duration (e.g. 5/10m)
   --no-watch                do not reload the configuration when it changes
+  --workers <n|auto>        serve from n processes on the same ports (auto: one per core; default 1);
+                            needs --redis or --cluster
+  --tls-cert <file>         serve both ports over TLS with this PEM certificate (chain)...
+  --tls-key <file>          ...and its PEM private key (both or neither)
+  --tls-client-ca <file>    require client certificates signed by this PEM CA (mutual TLS)
   -h, --help                show this help
 
 Examples:
   sluice serve --config ratelimit.yaml
   sluice serve --config /etc/ratelimit/config --redis redis://10.0.0.5:6379 --response-headers
-  sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny`;
+  sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny
+  sluice serve --config rules/ --redis redis://10.0.0.5:6379 --workers auto \\
+    --tls-cert server.pem --tls-key server-key.pem --tls-client-ca clients-ca.pem`;
 
 /** --denied-cache and --penalty, as createServer takes them. */
 function libraryOptions(parsed: ParsedCommand): {
@@ -74,6 +86,43 @@ function libraryOptions(parsed: ParsedCommand): {
     };
   }
   return options;
+}
+
+/** --tls-cert, --tls-key and --tls-client-ca, as createServer's `tls`. */
+function tlsOf(parsed: ParsedCommand): { tls?: { cert: string; key: string; clientCa?: string } } {
+  const file = (flag: string) => {
+    const value = parsed.values[flag];
+    if (value === '') throw new UsageError(`sluice serve: --${flag} needs a file`);
+    return typeof value === 'string' ? value : undefined;
+  };
+  const [cert, key, clientCa] = [file('tls-cert'), file('tls-key'), file('tls-client-ca')];
+  if (cert === undefined && key === undefined) {
+    if (clientCa !== undefined) throw new UsageError('sluice serve: --tls-client-ca needs --tls-cert and --tls-key');
+    return {};
+  }
+  if (cert === undefined || key === undefined)
+    throw new UsageError(
+      `sluice serve: --tls-cert and --tls-key go together; got ${cert === undefined ? '--tls-key' : '--tls-cert'} alone`,
+    );
+  return { tls: { cert, key, ...(clientCa === undefined ? {} : { clientCa }) } };
+}
+
+const MOST_WORKERS = 1024;
+
+/** --workers: a count, or auto for one per core; refused on the memory store beyond one. */
+function workersOf(parsed: ParsedCommand, io: CliIo): number {
+  const value = parsed.values.workers;
+  if (typeof value !== 'string') return 1;
+  const count = value === 'auto' ? availableParallelism() : Number(value);
+  if (value !== 'auto' && (!/^[1-9]\d*$/.test(value) || count > MOST_WORKERS))
+    throw new UsageError(
+      `sluice serve: --workers must be auto or a number from 1 to ${MOST_WORKERS}; got ${JSON.stringify(value)}`,
+    );
+  if (count > 1 && typeof parsed.values.cluster !== 'string' && redisUrlOf(parsed, io) === undefined)
+    throw new UsageError(
+      `sluice serve: --workers ${value} (${count} processes) needs --redis or --cluster: on the memory store each worker would admit the whole limit`,
+    );
+  return count;
 }
 
 function portOf(parsed: ParsedCommand, flag: string): number | undefined {
@@ -206,6 +255,10 @@ export const serve: Command = {
     'no-watch': { type: 'boolean' },
     'denied-cache': { type: 'string' },
     penalty: { type: 'string' },
+    workers: { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'tls-client-ca': { type: 'string' },
     ...redisOption,
   },
   async run(parsed, io) {
@@ -230,41 +283,63 @@ export const serve: Command = {
     const { loadConfig } = await importServe(() => import('../../serve/config.js'));
     const responseDynamicMetadata = parsed.values['response-dynamic-metadata'] === true;
     await loadConfig(config, { responseDynamicMetadata });
-    const { createServer } = await importServe(() => import('../../serve/index.js'));
-    const connected = await connect(parsed, io);
+    const tls = tlsOf(parsed);
+    const workers = workersOf(parsed, io);
+    const worker = workers > 1 && cluster.isWorker && io.env[WORKER_ENV] === '1';
+    if (workers > 1 && !worker) {
+      // Read here too, so that a bad certificate is refused once, as a usage error, before any worker starts.
+      if (tls.tls) await Certificates.read(tls.tls);
+      return runWorkers(workers, (line) => io.err(line));
+    }
+    const { startServer } = await importServe(() => import('../../serve/server.js'));
+    let server: Awaited<ReturnType<typeof startServer>> | undefined;
+    const onHangup = () => void server?.reload();
+    // A worker listens to the primary first: a stop it asks while this one starts is kept for after.
+    const joined = worker ? serviceWorker(onHangup) : undefined;
+    const connected = await connect(parsed, io).catch((error: unknown) => {
+      joined?.leave();
+      throw error;
+    });
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);
-    const onHangup = () => void server.reload();
-    let server: Awaited<ReturnType<typeof createServer>>;
+    const log = (line: string) => io.err(joined ? `[worker ${cluster.worker?.id}] ${line}` : line);
     try {
-      server = await createServer({
-        config,
-        store: connected.store,
-        log: (line) => io.err(line),
-        ...(grpcPort === undefined ? {} : { grpcPort }),
-        ...(httpPort === undefined ? {} : { httpPort }),
-        ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),
-        ...(prefix === undefined ? {} : { prefix }),
-        ...(onStoreError === undefined ? {} : { onStoreError }),
-        ...(timeout === undefined ? {} : { timeout }),
-        ...libraryOptions(parsed),
-        shadow: parsed.values.shadow === true,
-        responseHeaders: parsed.values['response-headers'] === true,
-        responseDynamicMetadata,
-        watch: parsed.values['no-watch'] !== true,
-      });
+      server = await startServer(
+        {
+          config,
+          store: connected.store,
+          log,
+          ...(grpcPort === undefined ? {} : { grpcPort }),
+          ...(httpPort === undefined ? {} : { httpPort }),
+          ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),
+          ...(prefix === undefined ? {} : { prefix }),
+          ...(onStoreError === undefined ? {} : { onStoreError }),
+          ...(timeout === undefined ? {} : { timeout }),
+          ...libraryOptions(parsed),
+          ...tls,
+          shadow: parsed.values.shadow === true,
+          responseHeaders: parsed.values['response-headers'] === true,
+          responseDynamicMetadata,
+          watch: parsed.values['no-watch'] !== true,
+        },
+        joined?.peers,
+      );
     } catch (error) {
       stopping.stop();
       await connected.close();
+      joined?.leave();
       throw error;
     }
-    io.err(`sluice serve: counting in ${connected.description}`);
+    if (joined) joined.ready(connected.description);
+    else io.err(`sluice serve: counting in ${connected.description}`);
     process.on('SIGHUP', onHangup);
-    const signal = await stopping.arrived;
+    const why = await Promise.race([stopping.arrived, joined?.stopAsked ?? new Promise<never>(() => undefined)]);
+    stopping.stop();
     process.off('SIGHUP', onHangup);
-    io.err(`sluice serve: ${signal}: answering the calls in flight, then stopping`);
+    log(`sluice serve: ${why}: answering the calls in flight, then stopping`);
     await server.close();
     await connected.close();
-    io.err('sluice serve: stopped');
+    log('sluice serve: stopped');
+    joined?.leave();
     return EXIT.ok;
   },
 };

@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { clientAddressOf, type RateLimitOptions } from './core.js';
-import { incomingFacts, limitIncoming } from './incoming.js';
+import { dashboardHandler, type DashboardHandlerOptions } from '../dashboard/handler.js';
+import type { Dashboard } from '../dashboard/recorder.js';
+import { answerDashboard, incomingFacts, limitIncoming } from './incoming.js';
 
 // Through incoming.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './incoming.js';
@@ -36,4 +38,24 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
       return Promise.resolve(answerFailure(res, error));
     }
   };
+}
+
+/**
+ * The live dashboard (docs/dashboard.md) for a node:http server, wherever you route it: it answers
+ * the page, `…/data` and `…/key`. It never rejects: a failure answers 500 and is logged.
+ *
+ *     const show = dashboard(recorder, { token });
+ *     createServer((req, res) => req.url?.startsWith('/dashboard') ? void show(req, res) : app(req, res));
+ */
+export function dashboard(
+  recorder: Dashboard,
+  options?: DashboardHandlerOptions,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const answer = answerDashboard(dashboardHandler(recorder, options));
+  return (req, res) =>
+    answer(req, res).catch((error: unknown) => {
+      console.error(error);
+      if (!res.headersSent) res.statusCode = 500;
+      res.end();
+    });
 }

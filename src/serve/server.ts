@@ -12,6 +12,7 @@ import type { Store } from '../engine/store.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
 import { startGrpc, stopGrpc } from './grpc.js';
 import { Health } from './health.js';
+import { serveDashboard, type ServeDashboardOptions } from './dashboard.js';
 import { startHttp, stopHttp } from './http.js';
 import { Metrics } from './metrics.js';
 import { shouldRateLimit, withCallDeadlines } from './rate-limit.js';
@@ -54,6 +55,8 @@ export interface ServeOptions {
   penalty?: { after: number; block: Duration };
   /** Told, one line each, about reloads and refused configurations. */
   log?: (line: string) => void;
+  /** The live dashboard at /dashboard on the HTTP port (default off; docs/dashboard.md). */
+  dashboard?: boolean | ServeDashboardOptions;
 }
 
 export interface SluiceServer {
@@ -86,6 +89,7 @@ const SERVE_OPTIONS = [
   'deniedCache',
   'penalty',
   'log',
+  'dashboard',
 ];
 // Editors and ConfigMap updates write a file in several steps; one reload after they settle.
 const RELOAD_SETTLE_MS = 100;
@@ -169,9 +173,10 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
   const deadlines = withCallDeadlines(settings.store);
   settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
-  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics);
+  const dashboard = serveDashboard(o.dashboard, () => rules);
+  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics, dashboard?.recorder);
 
-  const decideOptions = { shadow, headers, dynamicMetadata, metrics };
+  const decideOptions = { shadow, headers, dynamicMetadata, metrics, dashboard: dashboard?.recorder };
   const grpc = await startGrpc(
     new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),
     host,
@@ -192,6 +197,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
         unhealthy: () => health.check(),
         metrics: () => metrics.render(),
         rlconfig: () => describeConfig(rules.config),
+        dashboard: dashboard?.answer,
       },
       host,
       httpPort,
@@ -211,7 +217,7 @@ export async function createServer(options: ServeOptions): Promise<SluiceServer>
       // watched directory would otherwise reload it for ever.
       if (next.source === rules.config.source) return true;
       // Requests in flight keep the rules they started with; the next ones take the new.
-      rules = new Rules(next, settings, metrics);
+      rules = new Rules(next, settings, metrics, dashboard?.recorder);
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
       return true;
     } catch (error) {

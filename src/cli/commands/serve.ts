@@ -1,4 +1,4 @@
-import { memoryStore, redisStore, type Store } from '../../index.js';
+import { memoryStore, redisStore, type KeyDisplay, type Store } from '../../index.js';
 import { parseDuration } from '../../core/duration.js';
 import {
   EXIT,
@@ -40,11 +40,15 @@ Options:
   --denied-cache <keys>     answer descriptors certain to be denied from memory, for up to this many keys
   --penalty <n>/<duration>  after n denials in a row, block the descriptor for the duration (e.g. 5/10m)
   --no-watch                do not reload the configuration when it changes
+  --dashboard               serve the live dashboard at /dashboard on the HTTP port, to loopback
+                            clients only, or to any with $SLUICE_DASHBOARD_TOKEN as a bearer token
+  --dashboard-keys <mode>   show keys as they are (plain, the default), truncated, or hashed (hash)
   -h, --help                show this help
 
 Examples:
   sluice serve --config ratelimit.yaml
   sluice serve --config /etc/ratelimit/config --redis redis://10.0.0.5:6379 --response-headers
+  sluice serve --config ratelimit.yaml --dashboard --dashboard-keys hash
   sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny`;
 
 /** --denied-cache and --penalty, as createServer takes them. */
@@ -74,6 +78,19 @@ function libraryOptions(parsed: ParsedCommand): {
     };
   }
   return options;
+}
+
+/** --dashboard and --dashboard-keys, and the token in SLUICE_DASHBOARD_TOKEN, as createServer takes them. */
+function dashboardOf(parsed: ParsedCommand, io: CliIo): { dashboard?: { keys?: KeyDisplay; token?: string } } {
+  const keys = parsed.values['dashboard-keys'];
+  if (parsed.values.dashboard !== true) {
+    if (keys !== undefined) throw new UsageError('sluice serve: --dashboard-keys needs --dashboard');
+    return {};
+  }
+  if (keys !== undefined && keys !== 'plain' && keys !== 'truncate' && keys !== 'hash')
+    throw new UsageError(`sluice serve: --dashboard-keys must be plain, truncate or hash; got ${JSON.stringify(keys)}`);
+  const token = io.env.SLUICE_DASHBOARD_TOKEN;
+  return { dashboard: { ...(keys === undefined ? {} : { keys }), ...(token ? { token } : {}) } };
 }
 
 function portOf(parsed: ParsedCommand, flag: string): number | undefined {
@@ -206,6 +223,8 @@ export const serve: Command = {
     'no-watch': { type: 'boolean' },
     'denied-cache': { type: 'string' },
     penalty: { type: 'string' },
+    dashboard: { type: 'boolean' },
+    'dashboard-keys': { type: 'string' },
     ...redisOption,
   },
   async run(parsed, io) {
@@ -231,6 +250,7 @@ export const serve: Command = {
     const responseDynamicMetadata = parsed.values['response-dynamic-metadata'] === true;
     await loadConfig(config, { responseDynamicMetadata });
     const { createServer } = await importServe(() => import('../../serve/index.js'));
+    const dashboard = dashboardOf(parsed, io);
     const connected = await connect(parsed, io);
     const stopping = firstSignal(['SIGTERM', 'SIGINT']);
     const onHangup = () => void server.reload();
@@ -247,6 +267,7 @@ export const serve: Command = {
         ...(onStoreError === undefined ? {} : { onStoreError }),
         ...(timeout === undefined ? {} : { timeout }),
         ...libraryOptions(parsed),
+        ...dashboard,
         shadow: parsed.values.shadow === true,
         responseHeaders: parsed.values['response-headers'] === true,
         responseDynamicMetadata,
@@ -257,6 +278,10 @@ export const serve: Command = {
       await connected.close();
       throw error;
     }
+    if (dashboard.dashboard)
+      io.err(
+        `sluice serve: dashboard at http://${typeof parsed.values.host === 'string' ? parsed.values.host : '127.0.0.1'}:${server.httpPort}/dashboard, ${dashboard.dashboard.token ? 'for clients with the bearer token in SLUICE_DASHBOARD_TOKEN' : 'for loopback clients only'}`,
+      );
     io.err(`sluice serve: counting in ${connected.description}`);
     process.on('SIGHUP', onHangup);
     const signal = await stopping.arrived;

@@ -140,11 +140,11 @@ export const PAGE_SCRIPT = String.raw`
       var height = (count / most) * (h - bottom - 8);
       chart.appendChild(svg('rect', { x: 4 + i * bar + 1, y: h - bottom - height, width: bar - 2, height: height, fill: '#1d4ed8', 'class': 'bucket' }));
       var label = svg('text', { x: 4 + i * bar + bar / 2, y: h - bottom + 12, 'text-anchor': 'middle' });
-      label.textContent = i < bounds.length ? '≤' + bounds[i] : '>' + bounds[bounds.length - 1];
+      label.textContent = i < bounds.length ? String(bounds[i]).replace(/^0\./, '.') : '>' + bounds[bounds.length - 1];
       chart.appendChild(label);
     });
     var unit = svg('text', { x: w / 2, y: h - 4, 'text-anchor': 'middle' });
-    unit.textContent = 'milliseconds';
+    unit.textContent = 'at most this many milliseconds';
     chart.appendChild(unit);
     $('latency-chart').replaceChildren(chart);
     var time = function (ms) { return new Date(ms).toLocaleTimeString('en-GB'); };

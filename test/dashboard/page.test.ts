@@ -28,7 +28,7 @@ const ARTEFACTS = 'test-results/dashboard';
 
 /** The DOM as far as the page scripts below read it (the program has no DOM lib: src must not see one). */
 interface PageElement {
-  querySelectorAll(selector: string): Iterable<PageElement>;
+  querySelectorAll(selector: string): Iterable<PageElement> & ArrayLike<PageElement>;
   readonly textContent: string | null;
 }
 declare const document: PageElement;

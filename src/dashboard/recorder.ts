@@ -151,7 +151,8 @@ export class Recorder implements Dashboard {
 
   private recordIn(series: Series, event: DecisionEvent): void {
     if (event.operation !== 'limit') return;
-    series.count(event.key, outcomeOf(event.decision), Date.now());
+    // The store's clock, read already, where it decided; this process's for the failure policy's answers.
+    series.count(event.key, outcomeOf(event.decision), event.decision.decidedAt ?? Date.now());
     this.timed(event.decision, event.durationMs);
   }
 

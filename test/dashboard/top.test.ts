@@ -114,6 +114,14 @@ describe('sluice top', () => {
       [['api.user', { admitted: 6, denied: 4, shadowDenied: 0 }, ['["api","user","alice"]']]],
     );
     assert.match(snapshot.rules, /^api\.user: fixed-window 3 per 1d/m);
+    // The lookup takes a key as the dashboard shows it, and peeks the rule it reaches.
+    const lookup = (await (await fetch(`${url}/key?key=${encodeURIComponent('["api","user","bob"]')}`)).json()) as {
+      states: { name: string; decision: { allowed: boolean; remaining: number } }[];
+    };
+    assert.deepEqual(
+      lookup.states.map((s) => [s.name, s.decision.allowed, s.decision.remaining]),
+      [['api.user', false, 0]],
+    );
     const missing = await run(['--url', url.replace('/dashboard', '/nothing'), '--json']);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /answered 404/);

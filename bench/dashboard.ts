@@ -2,6 +2,10 @@
 // (observe() with an onDecision that does nothing), and observed by a dashboard, in interleaved rounds
 // so that the machine's drift falls on all three alike. Run once, niced:
 //   nice npx tsx bench/dashboard.ts [--store memory|redis] [--keys zipf|uniform] [--rounds 7] [--round-ms 1000]
+// Counted instead of timed (the same count whatever else the machine does), one variant at a time:
+//   valgrind --tool=callgrind --callgrind-out-file=/dev/null node --single-threaded --import tsx \
+//     bench/dashboard.ts --only dashboard --decisions 100000
+// run with --decisions 0 and N; the difference over N is the instructions per decision.
 // Keys: a Zipf stream (s = 1.1) over 100,000 keys, as traffic is skewed; or, the summaries' worst
 // case, every call a key drawn uniformly from 100,000, so nearly every one replaces a counter.
 import { parseArgs } from 'node:util';
@@ -24,6 +28,8 @@ const { values } = parseArgs({
     store: { type: 'string', default: 'memory' },
     keys: { type: 'string', default: 'zipf' },
     rounds: { type: 'string', default: '7' },
+    only: { type: 'string' },
+    decisions: { type: 'string', default: '100000' },
     'round-ms': { type: 'string', default: '1000' },
   },
 });
@@ -50,6 +56,20 @@ async function round(limiter: Limiter): Promise<number> {
   return done / ((performance.now() - started) / 1000);
 }
 
+/** For callgrind: a warm-up, then `decisions` more, 64 in flight as in the timed rounds. */
+async function counted(limiter: Limiter, decisions: number): Promise<void> {
+  const batches = async (count: number, from: number) => {
+    for (let done = 0; done < count; done += IN_FLIGHT) {
+      const calls = new Array<Promise<unknown>>(IN_FLIGHT);
+      for (let i = 0; i < IN_FLIGHT; i++) calls[i] = limiter.limit(pick(from + done + i));
+      await Promise.all(calls);
+    }
+  };
+  await batches(100_032, 0);
+  await batches(decisions, 100_032);
+  console.log(`${values.only}: 100,032 decisions to warm up, then ${decisions}`);
+}
+
 const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)] as number;
 
 async function main(): Promise<void> {
@@ -70,6 +90,7 @@ async function main(): Promise<void> {
     }),
     dashboard: createDashboard().observe(createLimiter({ store, policy, prefix: 'dashboard' })),
   };
+  if (values.only !== undefined) return counted(variants[values.only] as Limiter, Number(values.decisions));
   const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((name) => [name, []]));
   // One warm-up round each, not counted: the JIT settles before anything is measured.
   for (const limiter of Object.values(variants)) await round(limiter);

@@ -147,6 +147,7 @@ export const PAGE_SCRIPT = String.raw`
     unit.textContent = 'at most this many milliseconds';
     chart.appendChild(unit);
     $('latency-chart').replaceChildren(chart);
+    $('no-outages').hidden = store.outages.length > 0;
     var time = function (ms) { return new Date(ms).toLocaleTimeString('en-GB'); };
     rows('outages', store.outages.slice().reverse(), function (o) {
       return [{ text: time(o.began) }, { text: o.ended === undefined ? 'ongoing' : time(o.ended) }, { text: o.reason },

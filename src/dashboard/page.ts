@@ -72,6 +72,7 @@ const BODY = `
     <table id="outages"><caption>Store outages and what the failure policy answered meanwhile</caption>
       <thead><tr><th scope="col">Began</th><th scope="col">Ended</th><th scope="col">Reason</th><th scope="col" class="n">Failures</th>
       <th scope="col" class="n">Admitted</th><th scope="col" class="n">Denied</th></tr></thead><tbody></tbody></table>
+    <p id="no-outages" class="muted">None since the dashboard started.</p>
   </section>
   <section aria-labelledby="lookup-heading">
     <h2 id="lookup-heading">Key lookup</h2>

@@ -18,6 +18,7 @@ const LAYERS = {
   stores: ['core', 'engine'],
   limiter: ['core', 'engine'],
   http: ['core'],
+  dashboard: ['core', 'limiter'],
 };
 
 export default tseslint.config(

@@ -50,3 +50,22 @@ export {
   type MetricAttributes,
   type DecisionEvent,
 } from './limiter/observe.js';
+export {
+  createDashboard,
+  type Dashboard,
+  type DashboardOptions,
+  type DashboardSnapshot,
+  type KeyLookup,
+  type KeyState,
+} from './dashboard/recorder.js';
+export type { KeyDisplay } from './dashboard/key-display.js';
+export type { HeavyHitter } from './dashboard/space-saving.js';
+export type { SeriesSnapshot, Outcome } from './dashboard/series.js';
+export type { StoreSnapshot, Outage } from './dashboard/store-health.js';
+export {
+  dashboardHandler,
+  type DashboardHandler,
+  type DashboardHandlerOptions,
+  type DashboardRequest,
+  type DashboardResponse,
+} from './dashboard/handler.js';

@@ -1,8 +1,10 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ClientAddressOptions } from '../http/client-address.js';
+import { dashboardHandler, type DashboardHandlerOptions } from '../dashboard/handler.js';
+import type { Dashboard } from '../dashboard/recorder.js';
 import { clientAddressOf } from './middleware.js';
 import { type RateLimitOptions } from './middleware-options.js';
-import { incomingFacts, limitIncoming } from './node-http.js';
+import { answerDashboard, incomingFacts, limitIncoming } from './node-http.js';
 
 const expressAddress = (req: Request) => req.ip;
 const expressFacts = (req: Request, res?: Response) => incomingFacts(req, res, req, expressAddress);
@@ -29,5 +31,17 @@ export function rateLimit(options: RateLimitOptions<Request, Response>): Request
     limit(req, res).then((pass) => {
       if (pass) next();
     }, next);
+  };
+}
+
+/**
+ * The live dashboard (docs/dashboard.md), mounted where you like; errors reach `next(error)`.
+ *
+ *     app.use('/dashboard', dashboard(recorder, { token }));
+ */
+export function dashboard(recorder: Dashboard, options?: DashboardHandlerOptions): RequestHandler {
+  const answer = answerDashboard(dashboardHandler(recorder, options));
+  return function sluiceDashboard(req, res, next) {
+    answer(req, res).catch(next);
   };
 }

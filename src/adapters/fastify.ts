@@ -1,5 +1,7 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { InvalidOptionError } from '../core/errors.js';
+import { dashboardHandler, type DashboardHandlerOptions } from '../dashboard/handler.js';
+import type { Dashboard } from '../dashboard/recorder.js';
 import { clientAddressOf, createRateLimit, type RateLimitInfo } from './middleware.js';
 import { routeOptions, type RateLimitOptions } from './middleware-options.js';
 import { incomingFacts, onResponseEnd } from './node-http.js';
@@ -102,3 +104,43 @@ export const rateLimit: FastifyPluginCallback<FastifyRateLimitOptions> = functio
 
 // What fastify-plugin does: the hooks apply to the routes of the registering scope, not a child scope.
 Object.assign(rateLimit, { [Symbol.for('skip-override')]: true });
+
+export interface FastifyDashboardOptions extends DashboardHandlerOptions {
+  /** The recorder from createDashboard(). */
+  dashboard: Dashboard;
+}
+
+/**
+ * The live dashboard (docs/dashboard.md) as a Fastify plugin: the page at the plugin's prefix,
+ * its data under it. The client's address for `localOnly` is the socket's, whatever `trustProxy` says.
+ *
+ *     await app.register(dashboard, { prefix: '/dashboard', dashboard: recorder, token });
+ */
+export const dashboard: FastifyPluginCallback<FastifyDashboardOptions> = function sluiceDashboard(
+  fastify,
+  options,
+  done,
+) {
+  let handle;
+  try {
+    const { dashboard: recorder, token, localOnly } = options;
+    handle = dashboardHandler(recorder, {
+      ...(token === undefined ? {} : { token }),
+      ...(localOnly === undefined ? {} : { localOnly }),
+    });
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
+  const answer = async (request: FastifyRequest, reply: FastifyReply) => {
+    const { status, headers, body } = await handle({
+      method: request.method,
+      url: request.url,
+      authorization: request.headers.authorization,
+      remoteAddress: request.raw.socket.remoteAddress,
+    });
+    return reply.code(status).headers(headers).send(body);
+  };
+  for (const path of ['/', '/data', '/key']) fastify.get(path, answer);
+  done();
+};

@@ -1,6 +1,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { InvalidOptionError } from '../core/errors.js';
+import { dashboardHandler, type DashboardHandlerOptions } from '../dashboard/handler.js';
+import type { Dashboard } from '../dashboard/recorder.js';
 import type { ClientAddressOptions } from '../http/client-address.js';
 import {
   clientAddressOf,
@@ -112,4 +114,31 @@ function reportingEnd(c: Context, responded: Responded): Response {
     },
   });
   return new Response(body, response);
+}
+
+export interface HonoDashboardOptions extends DashboardHandlerOptions {
+  /** The runtime's connection info helper, for `localOnly` (on unless a `token` is given). */
+  getConnInfo?: GetConnInfo;
+}
+
+/**
+ * The live dashboard (docs/dashboard.md) as a Hono handler, for the page's path and those under it.
+ *
+ *     const show = dashboard(recorder, { getConnInfo });
+ *     app.get('/dashboard', show).get('/dashboard/*', show);
+ */
+export function dashboard(recorder: Dashboard, options: HonoDashboardOptions = {}): (c: Context) => Promise<Response> {
+  const { getConnInfo, ...handlerOptions } = options;
+  if (getConnInfo !== undefined && typeof getConnInfo !== 'function')
+    throw new InvalidOptionError('getConnInfo', getConnInfo, "your runtime's getConnInfo, or none");
+  const handle = dashboardHandler(recorder, handlerOptions);
+  return async function sluiceDashboard(c) {
+    const { status, headers, body } = await handle({
+      method: c.req.method,
+      url: c.req.url,
+      authorization: c.req.header('Authorization'),
+      remoteAddress: getConnInfo?.(c).remote.address,
+    });
+    return new Response(c.req.method === 'HEAD' ? null : body, { status, headers });
+  };
 }

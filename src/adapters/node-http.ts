@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { DashboardHandler } from '../dashboard/handler.js';
 import type { HeaderFields } from '../http/headers.js';
 import { createRateLimit, type Outcome, type RateLimitInfo, type RequestFacts, type Responded } from './middleware.js';
 import { type AdapterSpec, type RateLimitOptions } from './middleware-options.js';
@@ -97,4 +98,20 @@ export function limitIncoming<Req extends IncomingMessage, Res extends ServerRes
       if (outcome.pass) req.rateLimit = outcome.rateLimit;
       return applyOutcome(res, outcome);
     });
+}
+
+/** The dashboard's handler answering a node:http request (plain, Express, Fastify's raw), by the socket's address. */
+export function answerDashboard(
+  handle: DashboardHandler,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  return async (req, res) => {
+    const answer = await handle({
+      method: req.method ?? 'GET',
+      url: req.url ?? '/',
+      authorization: req.headers.authorization,
+      remoteAddress: req.socket.remoteAddress,
+    });
+    res.writeHead(answer.status, { ...answer.headers, 'Content-Length': Buffer.byteLength(answer.body) });
+    res.end(req.method === 'HEAD' ? undefined : answer.body);
+  };
 }

@@ -1,7 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { dashboardHandler, type DashboardHandlerOptions } from '../dashboard/handler.js';
+import type { Dashboard } from '../dashboard/recorder.js';
 import { clientAddressOf } from './middleware.js';
 import { type RateLimitOptions } from './middleware-options.js';
-import { incomingFacts, limitIncoming } from './node-http.js';
+import { answerDashboard, incomingFacts, limitIncoming } from './node-http.js';
 
 // Through node-http.ts, which declares `req.rateLimit` on node:http's IncomingMessage.
 export type { Denial, DenialResponse, RateLimitInfo, RateLimitOptions } from './node-http.js';
@@ -37,4 +39,24 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
       return Promise.resolve(answerFailure(res, error));
     }
   };
+}
+
+/**
+ * The live dashboard (docs/dashboard.md) for a node:http server, wherever you route it: it answers
+ * the page, `…/data` and `…/key`. It never rejects: a failure answers 500 and is logged.
+ *
+ *     const show = dashboard(recorder, { token });
+ *     createServer((req, res) => req.url?.startsWith('/dashboard') ? void show(req, res) : app(req, res));
+ */
+export function dashboard(
+  recorder: Dashboard,
+  options?: DashboardHandlerOptions,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const answer = answerDashboard(dashboardHandler(recorder, options));
+  return (req, res) =>
+    answer(req, res).catch((error: unknown) => {
+      console.error(error);
+      if (!res.headersSent) res.statusCode = 500;
+      res.end();
+    });
 }

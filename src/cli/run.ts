@@ -7,8 +7,9 @@ import { demo } from './commands/demo.js';
 import { inspect } from './commands/inspect.js';
 import { reset } from './commands/reset.js';
 import { serve } from './commands/serve.js';
+import { top } from './commands/top.js';
 
-const COMMANDS: readonly Command[] = [demo, inspect, reset, bench, serve];
+const COMMANDS: readonly Command[] = [demo, inspect, reset, bench, serve, top];
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -21,7 +22,8 @@ Examples:
   sluice demo --html report.html
   sluice inspect user:42 --policy fixed-window:100/1m --json
   sluice reset user:42 --redis redis://127.0.0.1:6379
-  sluice serve --config ratelimit.yaml --redis redis://127.0.0.1:6379
+  sluice serve --config ratelimit.yaml --redis redis://127.0.0.1:6379 --dashboard
+  sluice top --url http://127.0.0.1:8080/dashboard
 
 Exit codes: 0 done, 1 failed (e.g. Redis unreachable), 2 bad usage, 3 no Redis given (--redis or REDIS_URL).`;
 

@@ -14,6 +14,8 @@ export interface HttpRoutes {
   unhealthy(): Promise<string | undefined>;
   metrics(): string | Promise<string>;
   rlconfig(): string;
+  /** /dashboard and the paths under it, when the dashboard is on. */
+  dashboard?: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined;
 }
 
 // A ShouldRateLimit request is a few hundred bytes; anything near this is not one.
@@ -174,6 +176,7 @@ async function route(req: IncomingMessage, res: ServerResponse, routes: HttpRout
     problem(res, 405, 'Method Not Allowed', `${path} takes ${method}`);
     return false;
   };
+  if (routes.dashboard && (path === '/dashboard' || path?.startsWith('/dashboard/'))) return routes.dashboard(req, res);
   switch (path) {
     case '/json':
       if (only('POST')) await postJson(req, res, routes);

@@ -8,7 +8,8 @@ import { createLimiter } from '../limiter/limiter.js';
 import { observe } from '../limiter/observe.js';
 import { nodesOf, type Domain, type RuleNode, type ServeConfig } from './config.js';
 import { UNIT_MS, type ReportedLimit, type UnitName } from './limits.js';
-import { matchDescriptor, type Match } from './match.js';
+import { matchDescriptor, type Entry, type Match } from './match.js';
+import type { Recorder } from '../dashboard/recorder.js';
 import { BadRequestError, type RateLimitRequest, type RequestDescriptor } from './messages.js';
 import type { JsonObject } from './metadata.js';
 import type { Metrics } from './metrics.js';
@@ -86,6 +87,8 @@ export class Rules {
     readonly config: ServeConfig,
     private readonly settings: LimiterSettings,
     private readonly metrics: Metrics,
+    /** The dashboard's recorder (`--dashboard`): told each decision's latency, and the store's outages. */
+    private readonly dashboard?: Recorder,
   ) {
     const { store, prefix, timeout, onStoreError } = settings;
     this.joint = createJointLimiter({
@@ -96,6 +99,7 @@ export class Rules {
       onOutage: () => undefined,
     });
     metrics.countStoreErrors(this.joint, { 'sluice.rule': 'joint' });
+    if (dashboard) this.joint.watchStore(dashboard.watcher);
     for (const domain of config.domains.values()) {
       for (const node of nodesOf(domain.root)) {
         if (node.limits.length > 0) {
@@ -129,7 +133,22 @@ export class Rules {
       // The service reports store failures through its metrics and health check.
       onOutage: () => undefined,
     });
-    return observe(limiter, { meter: this.metrics.meter({ 'sluice.domain': domain, 'sluice.rule': rule }) });
+    const meter = this.metrics.meter({ 'sluice.domain': domain, 'sluice.rule': rule });
+    const { dashboard } = this;
+    if (dashboard === undefined) return observe(limiter, { meter });
+    limiter.watchStore(dashboard.watcher);
+    return observe(limiter, {
+      meter,
+      onDecision: (e) => (e.operation === 'limit' ? dashboard.timed(e.decision, e.durationMs) : undefined),
+    });
+  }
+
+  /** The rule a descriptor of `domain` reaches, its path and the key it counts under: the dashboard's lookup. */
+  find(domain: string, entries: readonly Entry[]): { rule: Rule; path: string; key: string } | undefined {
+    const found = this.config.domains.get(domain);
+    const match = found && entries.length > 0 ? matchDescriptor(found, entries) : undefined;
+    const rule = match && this.rules.get(match.node);
+    return match && rule ? { rule, path: match.node.path, key: match.key } : undefined;
   }
 
   private overridePolicy(requestsPerUnit: number, unit: UnitName): Policy {

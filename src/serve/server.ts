@@ -12,6 +12,7 @@ import type { Store } from '../engine/store.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
 import { startGrpc, stopGrpc } from './grpc.js';
 import { Health } from './health.js';
+import { serveDashboard, type ServeDashboardOptions } from './dashboard.js';
 import { startHttp, stopHttp } from './http.js';
 import { Certificates, tlsOptions, type SecureServer, type TlsOptions } from './tls.js';
 import type { ServicePeers } from './workers.js';
@@ -61,6 +62,8 @@ export interface ServeOptions {
    * without a certificate that CA signed is refused.
    */
   tls?: TlsOptions;
+  /** The live dashboard at /dashboard on the HTTP port (default off; docs/dashboard.md). */
+  dashboard?: boolean | ServeDashboardOptions;
 }
 
 export interface SluiceServer {
@@ -97,6 +100,7 @@ const SERVE_OPTIONS = [
   'penalty',
   'log',
   'tls',
+  'dashboard',
 ];
 // Editors and ConfigMap updates write a file in several steps; one reload after they settle.
 const RELOAD_SETTLE_MS = 100;
@@ -209,6 +213,7 @@ async function settingsOf(options: ServeOptions) {
     },
     configOptions: { responseDynamicMetadata: dynamicMetadata },
     watching: flag('watch', o.watch, true),
+    dashboard: o.dashboard,
     log: (o.log as ServeOptions['log']) ?? (() => undefined),
     limiter,
     // Read last, so that every other option is checked before a file is.
@@ -241,9 +246,10 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
   settings = { ...settings, store: deadlines.store };
   const metrics = new Metrics();
   peers?.answer({ unhealthy: own, families: () => metrics.snapshot() });
-  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics);
+  const dashboard = serveDashboard(o.dashboard, () => rules);
+  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics, dashboard?.recorder);
 
-  const decideOptions = { ...o.decide, metrics };
+  const decideOptions = { ...o.decide, metrics, dashboard: dashboard?.recorder };
   const secure = certificates?.serverOptions();
   const grpc = await startGrpc(
     new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),
@@ -266,6 +272,7 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
         unhealthy: () => health.check(),
         metrics: () => (peers ? peers.metrics() : metrics.render()),
         rlconfig: () => describeConfig(rules.config),
+        dashboard: dashboard?.answer,
       },
       host,
       o.httpPort,
@@ -287,7 +294,7 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
       // watched directory would otherwise reload it for ever.
       if (next.source === rules.config.source) return true;
       // Requests in flight keep the rules they started with; the next ones take the new.
-      rules = new Rules(next, settings, metrics);
+      rules = new Rules(next, settings, metrics, dashboard?.recorder);
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
       return true;
     } catch (error) {

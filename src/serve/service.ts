@@ -7,6 +7,8 @@ import type { DescriptorStatus, RateLimitRequest, RateLimitResponse } from './me
 import { mergeMetadata, type JsonObject, type JsonValue } from './metadata.js';
 import type { Metrics } from './metrics.js';
 import type { Plan, Rules } from './rules.js';
+import type { Recorder } from '../dashboard/recorder.js';
+import type { Outcome } from '../dashboard/series.js';
 
 const NO_HEADERS: readonly Entry[] = [];
 
@@ -157,12 +159,20 @@ function dynamicMetadataOf(
   return fields;
 }
 
+/** A descriptor's outcome on the dashboard, as the service answered it: denied only when OVER_LIMIT. */
+function outcomeOf(code: DescriptorStatus['code'], shadowDenied: boolean, globalShadow: boolean): Outcome {
+  if (code === 'OVER_LIMIT') return globalShadow ? 'shadowDenied' : 'denied';
+  return shadowDenied ? 'shadowDenied' : 'admitted';
+}
+
 /** How the service answers: global shadow mode, RateLimit headers, dynamic_metadata, and where it counts. */
 export interface DecideOptions {
   readonly shadow: boolean;
   readonly headers: boolean;
   readonly dynamicMetadata: boolean;
   readonly metrics: Metrics;
+  /** The dashboard's recorder (`--dashboard`): told each limited descriptor's outcome, by rule and key. */
+  readonly dashboard?: Recorder | undefined;
 }
 
 /** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */
@@ -178,6 +188,13 @@ export async function decide(
     if (plan.kind !== 'free') {
       const shadowDenied = plan.kind === 'refuse' ? plan.shadow : found[i]?.shadowDenied === true;
       options.metrics.descriptor(request.domain, plan.metricRule, status.code, shadowDenied);
+      options.dashboard
+        ?.seriesOf(`${request.domain}.${plan.metricRule}`)
+        .count(
+          plan.kind === 'limit' ? plan.key : undefined,
+          outcomeOf(status.code, shadowDenied, options.shadow),
+          Date.now(),
+        );
     }
     return status;
   });

@@ -117,6 +117,60 @@ interface Member {
   ready: boolean;
 }
 
+/** The primary's questions to every serving worker, each answered for them all once their parts are in. */
+class Gatherings {
+  private next = 0;
+  private readonly open = new Map<number, { waitingFor: Set<number>; parts: unknown[]; done(): void }>();
+
+  constructor(
+    private readonly members: Map<number, Member>,
+    private readonly stopping: () => boolean,
+  ) {}
+
+  /** Asks every serving worker its part, and answers `asker` for them all. */
+  gather(asker: Member, id: number, question: Question): void {
+    const answer = (parts: unknown[]) => {
+      const whole =
+        question === 'families'
+          ? mergeFamilies(parts as FamilyData[][])
+          : this.stopping()
+            ? 'the service is stopping'
+            : ((parts as (string | null)[]).find((reason) => reason !== null) ?? null);
+      send(asker, { sluice: 'whole', id, answer: whole });
+    };
+    const asked = [...this.members.values()].filter((m) => m.ready && m.worker.isConnected());
+    const g = this.next++;
+    const entry = { waitingFor: new Set(asked.map((m) => m.worker.id)), parts: [] as unknown[], done: () => {} };
+    const timer = setTimeout(() => {
+      if (question === 'unhealthy')
+        entry.parts.push(`worker ${[...entry.waitingFor].join(', ')} did not answer in ${GATHER_MS} ms`);
+      entry.done();
+    }, GATHER_MS);
+    entry.done = () => {
+      clearTimeout(timer);
+      this.open.delete(g);
+      answer(entry.parts);
+    };
+    this.open.set(g, entry);
+    for (const member of asked) send(member, { sluice: 'ask', id: g, question });
+    if (asked.length === 0) entry.done();
+  }
+
+  /** A worker's part is in (or, without `id`, it has ended): a gathering it completes is answered. */
+  told(workerId: number, id?: number, part?: unknown): void {
+    for (const [g, entry] of this.open) {
+      if (id !== undefined && g !== id) continue;
+      if (!entry.waitingFor.delete(workerId)) continue;
+      if (part !== undefined) entry.parts.push(part);
+      if (entry.waitingFor.size === 0) entry.done();
+    }
+  }
+}
+
+function send(member: Member, message: ToWorker): void {
+  if (member.worker.isConnected()) member.worker.send(message);
+}
+
 /**
  * The primary: forks `count` workers (this command again, with WORKER_ENV set), answers their
  * questions for the whole service, relays SIGHUP, and on SIGTERM or SIGINT stops them all; replaces
@@ -128,56 +182,14 @@ export function runWorkers(count: number, log: (line: string) => void): Promise<
   let stopping = false;
   let serving = false;
   let failed = false;
-  let gathers = 0;
-  const gathering = new Map<number, { waitingFor: Set<number>; parts: unknown[]; done(): void }>();
+  const gatherings = new Gatherings(members, () => stopping);
   let ended = (_code: number) => undefined as void;
   const finished = new Promise<number>((resolve) => (ended = resolve));
 
-  const send = (member: Member, message: ToWorker) => {
-    if (member.worker.isConnected()) member.worker.send(message);
-  };
-
-  /** Asks every serving worker its part, and answers `asker` for them all. */
-  function gather(asker: Member, id: number, question: Question): void {
-    const answer = (parts: unknown[]) => {
-      const whole =
-        question === 'families'
-          ? mergeFamilies(parts as FamilyData[][])
-          : stopping
-            ? 'the service is stopping'
-            : ((parts as (string | null)[]).find((reason) => reason !== null) ?? null);
-      send(asker, { sluice: 'whole', id, answer: whole });
-    };
-    const asked = [...members.values()].filter((m) => m.ready && m.worker.isConnected());
-    const g = gathers++;
-    const entry = { waitingFor: new Set(asked.map((m) => m.worker.id)), parts: [] as unknown[], done: () => {} };
-    const timer = setTimeout(() => {
-      if (question === 'unhealthy')
-        entry.parts.push(`worker ${[...entry.waitingFor].join(', ')} did not answer in ${GATHER_MS} ms`);
-      entry.done();
-    }, GATHER_MS);
-    entry.done = () => {
-      clearTimeout(timer);
-      gathering.delete(g);
-      answer(entry.parts);
-    };
-    gathering.set(g, entry);
-    for (const member of asked) send(member, { sluice: 'ask', id: g, question });
-    if (asked.length === 0) entry.done();
-  }
-
-  /** A worker's part is in (or it has ended): a gathering it completes is answered. */
-  function told(workerId: number, id: number, part?: unknown): void {
-    const entry = gathering.get(id);
-    if (!entry?.waitingFor.delete(workerId)) return;
-    if (part !== undefined) entry.parts.push(part);
-    if (entry.waitingFor.size === 0) entry.done();
-  }
-
   function onMessage(member: Member, message: ToPrimary): void {
     if (!ours(message)) return;
-    if (message.sluice === 'ask') return gather(member, message.id, message.question);
-    if (message.sluice === 'own') return told(member.worker.id, message.id, message.answer);
+    if (message.sluice === 'ask') return gatherings.gather(member, message.id, message.question);
+    if (message.sluice === 'own') return gatherings.told(member.worker.id, message.id, message.answer);
     member.ready = true;
     // Asked to stop before it listened to the primary: it is asked again.
     if (stopping) return send(member, { sluice: 'stop' });
@@ -190,7 +202,7 @@ export function runWorkers(count: number, log: (line: string) => void): Promise<
 
   function onExit(member: Member, code: number | null, signal: string | null): void {
     members.delete(member.worker.id);
-    for (const id of [...gathering.keys()]) told(member.worker.id, id);
+    gatherings.told(member.worker.id);
     const how = signal === null ? `with code ${code}` : `by ${signal}`;
     if (stopping || !serving) {
       if (code !== 0) failed = true;

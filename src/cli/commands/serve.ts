@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import { memoryStore, redisStore, type Store } from '../../index.js';
+import { memoryStore, redisStore, type KeyDisplay, type Store } from '../../index.js';
 import { parseDuration } from '../../core/duration.js';
 import {
   EXIT,
@@ -17,6 +17,7 @@ import {
 import { maskPassword, parseRedisUrl } from '../connect.js';
 import { Certificates } from '../../serve/tls.js';
 import { runWorkers, serviceWorker, WORKER_ENV } from '../../serve/workers.js';
+import type { ServeOptions } from '../../serve/server.js';
 
 const HELP = `Usage: sluice serve --config <file or directory> [options]
 
@@ -50,11 +51,15 @@ Options:
   --tls-cert <file>         serve both ports over TLS with this PEM certificate (chain)...
   --tls-key <file>          ...and its PEM private key (both or neither)
   --tls-client-ca <file>    require client certificates signed by this PEM CA (mutual TLS)
+  --dashboard               serve the live dashboard at /dashboard on the HTTP port, to loopback
+                            clients only, or to any with $SLUICE_DASHBOARD_TOKEN as a bearer token
+  --dashboard-keys <mode>   show keys as they are (plain, the default), truncated, or hashed (hash)
   -h, --help                show this help
 
 Examples:
   sluice serve --config ratelimit.yaml
   sluice serve --config /etc/ratelimit/config --redis redis://10.0.0.5:6379 --response-headers
+  sluice serve --config ratelimit.yaml --dashboard --dashboard-keys hash
   sluice serve --config rules/ --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --on-store-error deny
   sluice serve --config rules/ --redis redis://10.0.0.5:6379 --workers auto \\
     --tls-cert server.pem --tls-key server-key.pem --tls-client-ca clients-ca.pem`;
@@ -123,6 +128,44 @@ function workersOf(parsed: ParsedCommand, io: CliIo): number {
       `sluice serve: --workers ${value} (${count} processes) needs --redis or --cluster: on the memory store each worker would admit the whole limit`,
     );
   return count;
+}
+
+/** --dashboard and --dashboard-keys, and the token in SLUICE_DASHBOARD_TOKEN, as createServer takes them. */
+function dashboardOf(parsed: ParsedCommand, io: CliIo): { dashboard?: { keys?: KeyDisplay; token?: string } } {
+  const keys = parsed.values['dashboard-keys'];
+  if (parsed.values.dashboard !== true) {
+    if (keys !== undefined) throw new UsageError('sluice serve: --dashboard-keys needs --dashboard');
+    return {};
+  }
+  if (keys !== undefined && keys !== 'plain' && keys !== 'truncate' && keys !== 'hash')
+    throw new UsageError(`sluice serve: --dashboard-keys must be plain, truncate or hash; got ${JSON.stringify(keys)}`);
+  const token = io.env.SLUICE_DASHBOARD_TOKEN;
+  return { dashboard: { ...(keys === undefined ? {} : { keys }), ...(token ? { token } : {}) } };
+}
+
+/** The flags that pass to createServer as they are read. */
+function serveFlags(parsed: ParsedCommand): Partial<ServeOptions> {
+  const onStoreError = parsed.values['on-store-error'];
+  if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny')
+    throw new UsageError(`sluice serve: --on-store-error must be allow or deny; got ${JSON.stringify(onStoreError)}`);
+  const grpcPort = portOf(parsed, 'grpc-port');
+  const httpPort = portOf(parsed, 'http-port');
+  const prefix = prefixOf(parsed);
+  const given = parsed.values.timeout;
+  const timeout =
+    typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
+  return {
+    ...(grpcPort === undefined ? {} : { grpcPort }),
+    ...(httpPort === undefined ? {} : { httpPort }),
+    ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),
+    ...(prefix === undefined ? {} : { prefix }),
+    ...(onStoreError === undefined ? {} : { onStoreError }),
+    ...(timeout === undefined ? {} : { timeout }),
+    ...libraryOptions(parsed),
+    shadow: parsed.values.shadow === true,
+    responseHeaders: parsed.values['response-headers'] === true,
+    watch: parsed.values['no-watch'] !== true,
+  };
 }
 
 function portOf(parsed: ParsedCommand, flag: string): number | undefined {
@@ -259,6 +302,8 @@ export const serve: Command = {
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
     'tls-client-ca': { type: 'string' },
+    dashboard: { type: 'boolean' },
+    'dashboard-keys': { type: 'string' },
     ...redisOption,
   },
   async run(parsed, io) {
@@ -269,15 +314,7 @@ export const serve: Command = {
     const config = parsed.values.config;
     if (typeof config !== 'string' || config === '')
       throw new UsageError('sluice serve: missing --config <file or directory>; see sluice serve --help');
-    const onStoreError = parsed.values['on-store-error'];
-    if (onStoreError !== undefined && onStoreError !== 'allow' && onStoreError !== 'deny')
-      throw new UsageError(`sluice serve: --on-store-error must be allow or deny; got ${JSON.stringify(onStoreError)}`);
-    const grpcPort = portOf(parsed, 'grpc-port');
-    const httpPort = portOf(parsed, 'http-port');
-    const prefix = prefixOf(parsed);
-    const given = parsed.values.timeout;
-    const timeout =
-      typeof given === 'string' ? validFlag('--timeout', given, () => parseDuration('timeout', given)) : undefined;
+    const flags = serveFlags(parsed);
     // A bad config is named before gRPC loads and Redis is asked: a refusal then takes no connection,
     // and says what is wrong with the config even while Redis is down. createServer reads it again.
     const { loadConfig } = await importServe(() => import('../../serve/config.js'));
@@ -285,6 +322,9 @@ export const serve: Command = {
     await loadConfig(config, { responseDynamicMetadata });
     const tls = tlsOf(parsed);
     const workers = workersOf(parsed, io);
+    const dashboard = dashboardOf(parsed, io);
+    if (workers > 1 && dashboard.dashboard)
+      throw new UsageError("sluice serve: --dashboard shows one process's decisions: leave out --workers to use it");
     const worker = workers > 1 && cluster.isWorker && io.env[WORKER_ENV] === '1';
     if (workers > 1 && !worker) {
       // Read here too, so that a bad certificate is refused once, as a usage error, before any worker starts.
@@ -308,18 +348,10 @@ export const serve: Command = {
           config,
           store: connected.store,
           log,
-          ...(grpcPort === undefined ? {} : { grpcPort }),
-          ...(httpPort === undefined ? {} : { httpPort }),
-          ...(typeof parsed.values.host === 'string' ? { host: parsed.values.host } : {}),
-          ...(prefix === undefined ? {} : { prefix }),
-          ...(onStoreError === undefined ? {} : { onStoreError }),
-          ...(timeout === undefined ? {} : { timeout }),
-          ...libraryOptions(parsed),
+          ...flags,
           ...tls,
-          shadow: parsed.values.shadow === true,
-          responseHeaders: parsed.values['response-headers'] === true,
+          ...dashboard,
           responseDynamicMetadata,
-          watch: parsed.values['no-watch'] !== true,
         },
         joined?.peers,
       );
@@ -329,6 +361,10 @@ export const serve: Command = {
       joined?.leave();
       throw error;
     }
+    if (dashboard.dashboard)
+      io.err(
+        `sluice serve: dashboard at ${tls.tls ? 'https' : 'http'}://${typeof parsed.values.host === 'string' ? parsed.values.host : '127.0.0.1'}:${server.httpPort}/dashboard, ${dashboard.dashboard.token ? 'for clients with the bearer token in SLUICE_DASHBOARD_TOKEN' : 'for loopback clients only'}`,
+      );
     if (joined) joined.ready(connected.description);
     else io.err(`sluice serve: counting in ${connected.description}`);
     process.on('SIGHUP', onHangup);

@@ -50,7 +50,7 @@ function isLimiter(value: unknown): value is Limiter {
   );
 }
 
-function storeErrorPolicy(value: unknown, own: readonly EnginePolicy[]): StoreErrorPolicy {
+export function storeErrorPolicy(value: unknown, own: readonly EnginePolicy[]): StoreErrorPolicy {
   if (value === undefined) return 'allow';
   if (value === 'allow' || value === 'deny') return value;
   if (!isLimiter(value))

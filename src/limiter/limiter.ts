@@ -11,6 +11,7 @@ import type {
   Limiter,
   Policy,
   PolicyDecision,
+  QuotaLeaseOptions,
   Reservation,
   WaitOptions,
 } from '../core/types.js';
@@ -31,6 +32,7 @@ import type { Arg, Reply } from '../engine/script.js';
 import type { LocalRun, Store } from '../engine/store.js';
 import { DeniedCache, type DeniedCacheOptions } from './denied-cache.js';
 import { failureGuard, type FailureOptions } from './failure.js';
+import { leasedLimiter } from './quota-leasing.js';
 
 export interface LimiterOptions extends FailureOptions {
   /** Where state lives: redisStore(client) or memoryStore(). */
@@ -45,6 +47,8 @@ export interface LimiterOptions extends FailureOptions {
   penalty?: { after: number; block: Duration };
   /** Answers from memory, without the store, cost-1 requests certain to be denied (see docs/performance.md). */
   deniedCache?: DeniedCacheOptions;
+  /** Quota leases for hot keys: take `units` from the store at once, admit from them here (docs/leases.md). */
+  lease?: QuotaLeaseOptions;
 }
 
 function isStore(value: unknown): value is Store {
@@ -274,6 +278,7 @@ const LIMITER_OPTIONS = [
   'shadow',
   'penalty',
   'deniedCache',
+  'lease',
   'timeout',
   'onStoreError',
   'onOutage',
@@ -302,6 +307,8 @@ const LIMITER_PEER_NAMES: PeerNames = {
 
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
 export function createLimiter(options: LimiterOptions): Limiter {
+  if (typeof options === 'object' && options !== null && options.lease !== undefined)
+    return leasedLimiter(options, createLimiter);
   const o = optionsObject('createLimiter', options, LIMITER_OPTIONS, LIMITER_PEER_NAMES);
   if (!isStore(o.store)) throw new InvalidOptionError('store', o.store, 'a store: redisStore(client) or memoryStore()');
   const store = o.store;
@@ -620,6 +627,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         leaseOf(key, decision, reply, list, cost),
       );
     },
+    close: () => Promise.resolve(),
     storageKeys(key) {
       const [block = '', strikes = '', ...parts] = callKeys(prefix, validKey(key), policies, true);
       return { block, strikes, policies: parts };

@@ -1,0 +1,238 @@
+import { parseDuration } from '../core/duration.js';
+import { InvalidOptionError, WrongMethodError } from '../core/errors.js';
+import { holdProcessOpen } from '../core/host.js';
+import { validKey } from '../core/keys.js';
+import type { Decision, Limiter, LimitOptions, QuotaLeaseWatcher, Reservation } from '../core/types.js';
+import { nestedOptions, positiveInteger } from '../core/validate.js';
+import { enginePolicy } from '../engine/algorithm.js';
+import { storeErrorPolicy } from './failure.js';
+import { limitEach, waitThrough, type LimiterOptions } from './limiter.js';
+import { leaseTerms, QuotaLease, type LeaseTerms } from './quota-lease.js';
+
+/** One key's leasing in this process: its lease, the store's last word on its room, a take under way. */
+interface KeyLeasing {
+  lease: QuotaLease | undefined;
+  /** The units the store last said it had room for, and when (this process's clock). */
+  room: number;
+  roomAt: number;
+  /** A window's: when the window of that word has surely ended, and all its room is back. */
+  roomUntil: number;
+  /** The take under way: resolves with its denial (and the cost it asked) or undefined once a lease is held. */
+  taking: Promise<{ denial: Decision; cost: number } | undefined> | undefined;
+}
+
+/** A decision as shadow mode answers it: allowed, marked with whether it would have been denied. */
+function shadowed<T extends Decision>(decision: T): T {
+  return { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed };
+}
+
+const BLOCK_REFUSED =
+  "block() on a limiter with a lease: other processes admit from the leases they hold until those end, so a block could not take effect at once; block keys with a limiter without `lease` (it shares this one's keys when it has the same prefix and policy)";
+
+/**
+ * A limiter whose limit() takes quota from the store `lease.units` at a time and admits from it
+ * here (docs/leases.md). `create` makes the limiter that asks the store: createLimiter without the
+ * lease, shadow mode (applied here, to what the leases decide too) and a fallback limiter (asked
+ * here, at the request's own cost rather than the lease's).
+ */
+export function leasedLimiter(options: LimiterOptions, create: (options: LimiterOptions) => Limiter): Limiter {
+  const { lease, shadow, onStoreError, ...rest } = options;
+  const l = nestedOptions('lease', lease, ['units', 'ms']);
+  if (shadow !== undefined && typeof shadow !== 'boolean')
+    throw new InvalidOptionError('shadow', shadow, 'true or false');
+  if (rest.penalty !== undefined)
+    throw new InvalidOptionError(
+      'penalty',
+      rest.penalty,
+      'left out on a limiter with a lease: leases admit without the store, so denials would not be in a row and a block would not stop them at once',
+    );
+  const fallback = typeof onStoreError === 'object' ? onStoreError : undefined;
+  const store = create({ ...rest, onStoreError: fallback === undefined ? onStoreError : 'deny' });
+  if (store.policies.length !== 1)
+    throw new InvalidOptionError(
+      'lease',
+      lease,
+      'a lease on a limiter of one policy: a lease takes one quota ahead, and several policies would each need their own',
+    );
+  const policy = enginePolicy(store.policy);
+  if (fallback !== undefined) storeErrorPolicy(fallback, [policy]);
+  const units = positiveInteger('lease.units', l.units, policy.maxCost);
+  const terms = leaseTerms(policy, parseDuration('lease.ms', l.ms), lease);
+  return leasing(store, { units, terms, shadow: shadow === true, fallback });
+}
+
+interface Leasing {
+  readonly units: number;
+  readonly terms: LeaseTerms;
+  readonly shadow: boolean;
+  readonly fallback: Limiter | undefined;
+}
+
+/** The leased limiter over `store`, the limiter that asks the store. */
+function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): Limiter {
+  const keys = new Map<string, KeyLeasing>();
+  const watchers: QuotaLeaseWatcher[] = [];
+  const returning = new Set<Promise<void>>();
+  let closed = false;
+  const tell = (event: keyof QuotaLeaseWatcher, count: number) => {
+    if (count > 0) for (const watcher of watchers) watcher[event]?.(count);
+  };
+  const shade = <T extends Decision>(decision: T): T => (shadow ? shadowed(decision) : decision);
+
+  /** Ends `lease` of `key`: gives back its unused units, where it charged them. */
+  function end(key: string, lease: QuotaLease): void {
+    const state = keys.get(key);
+    if (state?.lease === lease) state.lease = undefined;
+    if (state !== undefined && state.lease === undefined && state.taking === undefined) keys.delete(key);
+    clearTimeout(lease.timer);
+    tell('onExpired', lease.skipped);
+    const unused = lease.unused;
+    if (unused === 0) return;
+    const giving: Promise<void> = store.refund(key, unused, { decision: lease.decision }).then(
+      (given) => tell(given ? 'onReturned' : 'onExpired', unused),
+      // The units stay spent: a store that fails costs room, never an admission too many.
+      () => tell('onExpired', unused),
+    );
+    returning.add(giving);
+    void giving.finally(() => returning.delete(giving));
+  }
+
+  /** The units the store has room for at `now`, as far as its last word tells. */
+  function room(state: KeyLeasing, now: number): number {
+    if (terms.slotMs > 0) return state.room + Math.floor((now - state.roomAt) / terms.slotMs);
+    return now >= state.roomUntil ? units : state.room;
+  }
+
+  /** Remembers the store's word on the key's room, told at `sentAt`. */
+  function heard(state: KeyLeasing, decision: Decision, sentAt: number): void {
+    const now = performance.now();
+    state.room = decision.remaining;
+    state.roomAt = sentAt;
+    // By then the window of the decision has surely ended.
+    state.roomUntil = now + terms.windowMs - ((decision.decidedAt ?? 0) % (terms.windowMs || 1));
+  }
+
+  /** Asks the store for a lease of up to `units`, of which the request's `cost` are used at once. */
+  async function take(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+    let ask = Math.max(cost, Math.min(units, room(state, performance.now())));
+    for (;;) {
+      const sentAt = performance.now();
+      const decision = await store.limit(key, { cost: ask });
+      if (decision.reason !== undefined) return fallback ? fallback.limit(key, { cost }) : decision;
+      heard(state, decision, sentAt);
+      // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
+      if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;
+      if (!decision.allowed) {
+        ask = Math.max(cost, Math.min(ask - 1, decision.remaining));
+        continue;
+      }
+      if (ask === cost) return decision;
+      const lease = new QuotaLease(decision, ask, cost, sentAt, store.policy, terms);
+      if (state.lease !== undefined) end(key, state.lease);
+      state.lease = lease;
+      tell('onTaken', ask);
+      const answer = lease.answer(performance.now());
+      // Taken as close() ran: what the request did not use goes back at once.
+      if (closed) end(key, lease);
+      else {
+        lease.timer = setTimeout(() => end(key, lease), Math.max(0, lease.endsAt - performance.now()));
+        holdProcessOpen(lease.timer, false);
+      }
+      return answer;
+    }
+  }
+
+  /** A request that the lease could not admit: it waits for a take under way, or takes a lease itself. */
+  async function dry(key: string, cost: number): Promise<Decision> {
+    for (;;) {
+      const held = keys.get(key)?.lease;
+      if (held !== undefined) {
+        const admitted = held.take(cost, performance.now());
+        if (admitted !== undefined) return admitted;
+        if (held.available(performance.now()) === 0) end(key, held);
+      }
+      let state = keys.get(key);
+      if (state === undefined)
+        keys.set(key, (state = { lease: undefined, room: units, roomAt: 0, roomUntil: 0, taking: undefined }));
+      if (state.taking !== undefined) {
+        // A request that arrived while the store was asked shares its denial at the same cost.
+        const taken = await state.taking;
+        if (taken !== undefined && taken.cost === cost) return taken.denial;
+        continue;
+      }
+      const own = state;
+      const taking = take(key, cost, own);
+      const waiting = taking.then(
+        (decision) => (decision.allowed ? undefined : { denial: decision, cost }),
+        () => undefined,
+      );
+      own.taking = waiting;
+      void waiting.then(() => {
+        own.taking = undefined;
+        if (own.lease === undefined && keys.get(key) === own) keys.delete(key);
+      });
+      return taking;
+    }
+  }
+
+  const limit: Limiter['limit'] = (key: string, limitOptions?: LimitOptions) => {
+    const cost = typeof limitOptions === 'object' && limitOptions !== null ? (limitOptions.cost ?? 1) : 1;
+    // Another policy, a cost by unit or past the lease, a bad argument, or after close(): the store's, as without a lease.
+    if (
+      closed ||
+      limitOptions?.policy !== undefined ||
+      typeof cost !== 'number' ||
+      !Number.isInteger(cost) ||
+      cost < 1 ||
+      cost > units
+    )
+      return store.limit(key, limitOptions).then(shade);
+    try {
+      validKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const admitted = keys.get(key)?.lease?.take(cost, performance.now());
+    return admitted !== undefined ? Promise.resolve(shade(admitted)) : dry(key, cost).then(shade);
+  };
+
+  return {
+    ...store,
+    limit,
+    limitMany: (keyList, limitOptions) => limitEach(limit, keyList, limitOptions),
+    waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
+    async peek(key, peekOptions) {
+      const decision = await store.peek(key, peekOptions);
+      const held = peekOptions?.policy === undefined ? (keys.get(key)?.lease?.available(performance.now()) ?? 0) : 0;
+      if (held === 0) return decision;
+      const remaining = decision.remaining + held;
+      const [part] = decision.policies;
+      return {
+        ...decision,
+        allowed: true,
+        remaining,
+        retryAfterMs: 0,
+        policies: part ? [{ ...part, allowed: true, remaining, retryAfterMs: 0 }] : [],
+      };
+    },
+    async reserve(key, reserveOptions): Promise<Reservation> {
+      return shade(await store.reserve(key, reserveOptions));
+    },
+    async reset(key) {
+      // The store forgets the key: what the lease held is no more charged anywhere.
+      const lease = keys.get(validKey(key))?.lease;
+      if (lease !== undefined) {
+        clearTimeout(lease.timer);
+        keys.delete(key);
+      }
+      await store.reset(key);
+    },
+    block: () => Promise.reject(new WrongMethodError(BLOCK_REFUSED)),
+    watchLeases: (watcher) => void watchers.push(watcher),
+    async close() {
+      closed = true;
+      for (const [key, state] of keys) if (state.lease !== undefined) end(key, state.lease);
+      await Promise.all(returning);
+    },
+  };
+}

@@ -60,14 +60,7 @@ async function hammerAll(urls: string, algorithm: string, mode: 'return' | 'forg
   );
   const processes = await Promise.all(Array.from({ length: PROCESSES }, () => hammer(args)));
   for (const p of processes) p.go();
-  const runs = await Promise.all(processes.map((p) => p.run()));
-  console.error(
-    algorithm,
-    mode,
-    runs.map((r) => [r.endedAt - r.startedAt, r.admitted.length]),
-    JSON.stringify([...perWindowRaw(runs)]),
-  );
-  return runs;
+  return Promise.all(processes.map((p) => p.run()));
 }
 
 /** The admitted requests per window of their charge; fails if one used a unit of a window that had ended when it was asked. */

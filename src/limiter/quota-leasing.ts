@@ -118,7 +118,12 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     for (;;) {
       const sentAt = performance.now();
       const decision = await store.limit(key, { cost: ask });
-      if (decision.reason !== undefined) return fallback ? fallback.limit(key, { cost }) : decision;
+      if (decision.reason !== undefined) {
+        if (fallback === undefined) return decision;
+        // As the failure guard marks a fallback's decision: decided without the store, and why.
+        const { reason, error } = decision;
+        return { ...(await fallback.limit(key, { cost })), reason, error };
+      }
       heard(state, decision, sentAt);
       // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
       if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;

@@ -17,9 +17,14 @@ interface KeyLeasing {
   roomAt: number;
   /** A window's: when the window of that word has surely ended, and all its room is back. */
   roomUntil: number;
+  /** Whether that word was a denial. */
+  denied: boolean;
   /** The take under way: resolves with its denial (and the cost it asked) or undefined once a lease is held. */
   taking: Promise<{ denial: Decision; cost: number } | undefined> | undefined;
 }
+
+/** The most keys whose store's last word a limiter remembers (beyond those holding a lease). */
+const MAX_KEYS = 10_000;
 
 /** A decision as shadow mode answers it: allowed, marked with whether it would have been denied. */
 function shadowed<T extends Decision>(decision: T): T {
@@ -79,11 +84,21 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
   };
   const shade = <T extends Decision>(decision: T): T => (shadow ? shadowed(decision) : decision);
 
+  /** A key's leasing, new: the keys past MAX_KEYS that hold no lease and wait for none are forgotten, oldest first. */
+  function remember(key: string): KeyLeasing {
+    for (const [old, state] of keys) {
+      if (keys.size < MAX_KEYS) break;
+      if (state.lease === undefined && state.taking === undefined) keys.delete(old);
+    }
+    const state = { lease: undefined, room: units, roomAt: 0, roomUntil: 0, denied: false, taking: undefined };
+    keys.set(key, state);
+    return state;
+  }
+
   /** Ends `lease` of `key`: gives back its unused units, where it charged them. */
   function end(key: string, lease: QuotaLease): void {
     const state = keys.get(key);
     if (state?.lease === lease) state.lease = undefined;
-    if (state !== undefined && state.lease === undefined && state.taking === undefined) keys.delete(key);
     clearTimeout(lease.timer);
     tell('onExpired', lease.skipped);
     const unused = lease.unused;
@@ -99,7 +114,9 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
 
   /** The units the store has room for at `now`, as far as its last word tells. */
   function room(state: KeyLeasing, now: number): number {
-    if (terms.slotMs > 0) return state.room + Math.floor((now - state.roomAt) / terms.slotMs);
+    // A bucket that denied is shared by every process its refill goes to: asked at the request's
+    // cost until the store admits again and says how much room it has.
+    if (terms.slotMs > 0) return state.denied ? 0 : state.room + Math.floor((now - state.roomAt) / terms.slotMs);
     return now >= state.roomUntil ? units : state.room;
   }
 
@@ -108,8 +125,26 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     const now = performance.now();
     state.room = decision.remaining;
     state.roomAt = sentAt;
+    state.denied = !decision.allowed;
     // By then the window of the decision has surely ended.
     state.roomUntil = now + terms.windowMs - ((decision.decidedAt ?? 0) % (terms.windowMs || 1));
+  }
+
+  /** A decision made without the store: a fallback limiter's, asked at the request's own cost, or the guard's. */
+  async function failedOver(key: string, cost: number, decision: Decision): Promise<Decision> {
+    if (fallback === undefined) return decision;
+    // As the failure guard marks a fallback's decision: decided without the store, and why.
+    const { reason, error } = decision;
+    return { ...(await fallback.limit(key, { cost })), reason, error };
+  }
+
+  /** Asks the store for the request alone, as a limiter without a lease does. */
+  async function direct(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+    const sentAt = performance.now();
+    const decision = await store.limit(key, { cost });
+    if (decision.reason !== undefined) return failedOver(key, cost, decision);
+    heard(state, decision, sentAt);
+    return decision;
   }
 
   /** Asks the store for a lease of up to `units`, of which the request's `cost` are used at once. */
@@ -118,12 +153,7 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     for (;;) {
       const sentAt = performance.now();
       const decision = await store.limit(key, { cost: ask });
-      if (decision.reason !== undefined) {
-        if (fallback === undefined) return decision;
-        // As the failure guard marks a fallback's decision: decided without the store, and why.
-        const { reason, error } = decision;
-        return { ...(await fallback.limit(key, { cost })), reason, error };
-      }
+      if (decision.reason !== undefined) return failedOver(key, cost, decision);
       heard(state, decision, sentAt);
       // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
       if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;
@@ -157,13 +187,15 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
         if (held.available(performance.now()) === 0) end(key, held);
       }
       let state = keys.get(key);
-      if (state === undefined)
-        keys.set(key, (state = { lease: undefined, room: units, roomAt: 0, roomUntil: 0, taking: undefined }));
+      if (state === undefined) state = remember(key);
       if (state.taking !== undefined) {
-        // A request that arrived while the store was asked shares its denial at the same cost.
+        // A request that arrived while the store was asked uses the lease it took, or shares its
+        // denial at the same cost; else the store had no lease to give, and is asked for the
+        // request alone, with the others that waited (in one batch, as without a lease).
         const taken = await state.taking;
+        if (state.lease !== undefined) continue;
         if (taken !== undefined && taken.cost === cost) return taken.denial;
-        continue;
+        return direct(key, cost, state);
       }
       const own = state;
       const taking = take(key, cost, own);
@@ -172,10 +204,7 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
         () => undefined,
       );
       own.taking = waiting;
-      void waiting.then(() => {
-        own.taking = undefined;
-        if (own.lease === undefined && keys.get(key) === own) keys.delete(key);
-      });
+      void waiting.then(() => (own.taking = undefined));
       return taking;
     }
   }

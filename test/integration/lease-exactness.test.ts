@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { RedisServer } from '../../src/cli/redis-server.js';
 import { uniquePrefix } from '../support/redis.js';
+import { startRedisCluster, type RedisCluster } from '../support/cluster.js';
 import { startTestServer } from '../support/servers.js';
 
 const HAMMER = fileURLToPath(new URL('../support/lease-hammer.ts', import.meta.url));
@@ -110,26 +111,13 @@ describe(`quota leases: ${PROCESSES} processes × ${CALLS} calls on one key, lim
 
   for (const algorithm of ['fixedWindow', 'slidingWindow']) {
     it(`${algorithm}: at most ${LIMIT} in every window, at least ${LIMIT} - ${BOUND} in every window all processes asked through`, async () => {
-      const runs = await hammerAll(server.url, algorithm, 'return');
-      const counts = perWindow(runs);
-      for (const [window, count] of counts) assert.ok(count <= LIMIT, `window ${window} admitted ${count}`);
-      const { from, to } = allAsking(runs);
-      const full = [...counts.keys()].filter((w) => w * WINDOW_MS >= from && (w + 1) * WINDOW_MS <= to);
-      for (const window of full) {
-        const count = counts.get(window) ?? 0;
-        assert.ok(count >= LIMIT - BOUND, `window ${window} admitted only ${count}`);
-      }
+      windowsExact(await hammerAll(server.url, algorithm, 'return'));
     });
   }
 
   for (const algorithm of ['tokenBucket', 'gcra']) {
     it(`${algorithm}: within the bucket's allowance, at least the allowance - ${BOUND} while all processes asked`, async () => {
-      const runs = await hammerAll(server.url, algorithm, 'return');
-      withinAllowance(runs);
-      const { from, to } = allAsking(runs);
-      const total = runs.reduce((sum, r) => sum + r.admitted.length, 0);
-      const least = LIMIT + Math.floor(((to - from) * LIMIT) / WINDOW_MS) - BOUND;
-      assert.ok(total >= least, `admitted ${total}, less than ${least}`);
+      bucketExact(await hammerAll(server.url, algorithm, 'return'));
     });
   }
 
@@ -142,3 +130,44 @@ describe(`quota leases: ${PROCESSES} processes × ${CALLS} calls on one key, lim
     });
   }
 });
+
+describe('quota leases on the test cluster (3 masters, 3 replicas): the same runs, leases given back', () => {
+  let cluster: RedisCluster;
+  let urls = '';
+  before(async () => {
+    cluster = await startRedisCluster();
+    urls = cluster.rootNodes.map((n) => `redis://${n.host}:${n.port}`).join(',');
+  });
+  after(async () => {
+    await cluster.stop();
+  });
+
+  for (const algorithm of ['fixedWindow', 'slidingWindow', 'tokenBucket', 'gcra']) {
+    it(`${algorithm}: never past the limit, short of it by at most ${BOUND}`, async () => {
+      const runs = await hammerAll(urls, algorithm, 'return');
+      if (algorithm.endsWith('Window')) windowsExact(runs);
+      else bucketExact(runs);
+    });
+  }
+});
+
+/** At most LIMIT in every window; at least LIMIT - BOUND in every window all processes asked through. */
+function windowsExact(runs: readonly Run[]): void {
+  const counts = perWindow(runs);
+  for (const [window, count] of counts) assert.ok(count <= LIMIT, `window ${window} admitted ${count}`);
+  const { from, to } = allAsking(runs);
+  const full = [...counts.keys()].filter((w) => w * WINDOW_MS >= from && (w + 1) * WINDOW_MS <= to);
+  for (const window of full) {
+    const count = counts.get(window) ?? 0;
+    assert.ok(count >= LIMIT - BOUND, `window ${window} admitted only ${count}`);
+  }
+}
+
+/** Within the bucket's allowance; at least the allowance - BOUND while all processes asked. */
+function bucketExact(runs: readonly Run[]): void {
+  withinAllowance(runs);
+  const { from, to } = allAsking(runs);
+  const total = runs.reduce((sum, r) => sum + r.admitted.length, 0);
+  const least = LIMIT + Math.floor(((to - from) * LIMIT) / WINDOW_MS) - BOUND;
+  assert.ok(total >= least, `admitted ${total}, less than ${least}`);
+}

@@ -29,16 +29,16 @@ export {
   StoreTimeoutError,
   StorePermissionError,
   WrongMethodError,
-  InvalidConfigError,
   type SluiceErrorCode,
   type SluiceWarningCode,
 } from './core/errors.js';
 export { fixedWindow, type FixedWindowOptions } from './algorithms/fixed-window.js';
-export { slidingLog, type SlidingLogOptions, SLIDING_LOG_MAX_LIMIT } from './algorithms/sliding-log.js';
+export { slidingLog, type SlidingLogOptions } from './algorithms/sliding-log.js';
 export { tokenBucket, type TokenBucketOptions } from './algorithms/token-bucket.js';
 export { gcra, type GcraOptions } from './algorithms/gcra.js';
 export { slidingWindow, type SlidingWindowOptions } from './algorithms/sliding-window.js';
 export { concurrency, type ConcurrencyOptions } from './algorithms/concurrency.js';
+// What redisStore() and memoryStore() return, to type a variable; not an extension point (docs/architecture.md).
 export type { Store } from './engine/store.js';
 export { memoryStore, type MemoryStore, type MemoryStoreOptions } from './stores/memory.js';
 export { redisStore, type RedisClient } from './stores/redis.js';

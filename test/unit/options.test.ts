@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   InvalidOptionError,
-  SLIDING_LOG_MAX_LIMIT,
   createLimiter,
   fixedWindow,
   memoryStore,
@@ -10,6 +9,7 @@ import {
   slidingLog,
   tokenBucket,
 } from '../../src/index.js';
+import { SLIDING_LOG_MAX_LIMIT } from '../../src/algorithms/sliding-log.js';
 import { parseDuration } from '../../src/core/duration.js';
 
 /** Asserts that `build` throws InvalidOptionError naming `option` and showing the bad value. */

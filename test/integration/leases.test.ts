@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { rateLimit } from '../../src/adapters/node.js';
 import type { RedisServer } from '../../src/cli/redis-server.js';
 import {
   concurrency,
@@ -120,6 +123,35 @@ describe('quota leases: decisions', () => {
     assert.equal((await limiter.limit('k', { cost: 5 })).remaining, 5);
     assert.equal((await limiter.limit('k', { policy: fixedWindow({ limit: 20, window: '1h' }) })).remaining, 14);
     assert.equal((await plain.peek('k')).remaining, 4);
+  });
+});
+
+describe('quota leases: middleware', () => {
+  it('limits HTTP requests through the leased limiter, as without a lease', async () => {
+    const { limiter } = leased({ policy: fixedWindow({ limit: 3, window: '1h' }), lease: { units: 2, ms: '1h' } });
+    const limit = rateLimit({ limiter });
+    const server = createServer((req, res) => void limit(req, res).then((allowed) => allowed && res.end('hello')));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const address = server.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' ? address?.port : address}/`;
+    try {
+      const answers = [];
+      for (let i = 0; i < 4; i++) {
+        const response = await fetch(url);
+        answers.push([response.status, response.headers.get('retry-after') !== null]);
+        await response.arrayBuffer();
+      }
+      assert.deepEqual(answers, [
+        [200, false],
+        [200, false],
+        [200, false],
+        [429, true],
+      ]);
+    } finally {
+      server.close();
+      await limiter.close();
+    }
   });
 });
 

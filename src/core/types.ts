@@ -190,6 +190,31 @@ export interface Limiter {
   storageKeys(key: string): StorageKeys;
   /** Tells `watcher` of the store's outages and recoveries too, besides `onOutage` and `onRecovery` (as observe() does). */
   watchStore(watcher: StoreWatcher): void;
+  /** Tells `watcher` of the quota leases this limiter takes and ends (a limiter with `lease`; observe() counts them). */
+  watchLeases?(watcher: QuotaLeaseWatcher): void;
+  /**
+   * Gives back the unused units of every quota lease held (a limiter with `lease`), and takes no
+   * more: later calls ask the store each time. Resolves once the store was asked. Closes no store.
+   */
+  close(): Promise<void>;
+}
+
+/** A limiter's `lease`: each process takes `units` of the quota at once, for at most `ms` (docs/leases.md). */
+export interface QuotaLeaseOptions {
+  /** Units taken from the store at once, at most the policy's limit. */
+  readonly units: number;
+  /** The longest a lease is used before its unused units are given back. */
+  readonly ms: Duration;
+}
+
+/** Told of a limiter's quota leases, for metrics (observe() counts them in sluice.leases.*). */
+export interface QuotaLeaseWatcher {
+  /** A lease of `units` was taken from the store (the request that took it included). */
+  onTaken?(units: number): void;
+  /** A lease ended and `units` it did not use were given back to the store. */
+  onReturned?(units: number): void;
+  /** `units` of a lease were never used and did not go back: their time passed, or the store failed. */
+  onExpired?(units: number): void;
 }
 
 /** The Redis keys of one key's state under a limiter. Each exists only while it holds something. */

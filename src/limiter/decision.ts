@@ -42,6 +42,6 @@ export function decisionOf(reply: Reply, policies: readonly Policy[]): Decision 
 }
 
 /** A decision as shadow mode answers it: allowed, marked `shadowDenied` when the store denied it. */
-export function shadowed(decision: Decision): Decision {
+export function shadowed<T extends Decision>(decision: T): T {
   return { ...decision, allowed: true, retryAfterMs: 0, shadow: true, shadowDenied: !decision.allowed };
 }

@@ -13,6 +13,7 @@ import { decisionOf, shadowed } from './decision.js';
 import type { DeniedCache } from './denied-cache.js';
 import { limiterParts, policyList, type LimiterOptions, type LimiterParts } from './options.js';
 import { reservationOf } from './reservations.js';
+import { leasedLimiter } from './quota-leasing.js';
 
 export type { LimiterOptions } from './options.js';
 
@@ -135,6 +136,8 @@ async function block(own: LimiterParts, key: string, duration: Duration): Promis
 
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
 export function createLimiter(options: LimiterOptions): Limiter {
+  if (typeof options === 'object' && options !== null && options.lease !== undefined)
+    return leasedLimiter(options, createLimiter);
   const own = limiterParts(options);
   const { policies, prefix, calls, denied } = own;
   // Not through promised(): no closure per call. Bad input rejects, as the API promises.
@@ -167,6 +170,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         leaseOf(calls, key, decision, reply, list, cost),
       );
     },
+    close: () => Promise.resolve(),
     storageKeys(key) {
       const [block = '', strikes = '', ...parts] = callKeys(prefix, validKey(key), policies, true);
       return { block, strikes, policies: parts };

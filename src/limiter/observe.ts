@@ -58,6 +58,9 @@ interface Instruments {
   denied: ReturnType<MeterLike['createCounter']>;
   shadowDenied: ReturnType<MeterLike['createCounter']>;
   storeErrors: ReturnType<MeterLike['createCounter']>;
+  leasesTaken: ReturnType<MeterLike['createCounter']>;
+  leaseUnitsReturned: ReturnType<MeterLike['createCounter']>;
+  leaseUnitsExpired: ReturnType<MeterLike['createCounter']>;
   duration: ReturnType<MeterLike['createHistogram']>;
 }
 
@@ -72,6 +75,15 @@ function instrumentsOf(meter: MeterLike): Instruments {
     }),
     storeErrors: meter.createCounter('sluice.store.errors', {
       description: "Store calls that failed or timed out, as the limiter's failure guard reports them",
+    }),
+    leasesTaken: meter.createCounter('sluice.leases.taken', {
+      description: 'Quota leases taken from the store (a limiter with lease)',
+    }),
+    leaseUnitsReturned: meter.createCounter('sluice.leases.units_returned', {
+      description: 'Units of quota leases given back to the store unused',
+    }),
+    leaseUnitsExpired: meter.createCounter('sluice.leases.units_expired', {
+      description: 'Units of quota leases never used and not given back: their time passed, or the store failed',
     }),
     duration: meter.createHistogram('sluice.operation.duration', {
       description: 'How long limit(), peek() and reset() took, store round trip included',
@@ -181,6 +193,17 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
       if (loading) void loading.then(() => countFailure(failure));
       else countFailure(failure);
     },
+  });
+
+  const countLease = (counter: 'leasesTaken' | 'leaseUnitsReturned' | 'leaseUnitsExpired', value: number) => {
+    const add = () => instruments?.[counter].add(value, labels);
+    if (loading) void loading.then(add);
+    else add();
+  };
+  limiter.watchLeases?.({
+    onTaken: () => countLease('leasesTaken', 1),
+    onReturned: (units) => countLease('leaseUnitsReturned', units),
+    onExpired: (units) => countLease('leaseUnitsExpired', units),
   });
 
   /** Runs one call and times it; misuse passes through untimed. */

@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidArgumentError, InvalidOptionError } from '../core/errors.js';
 import { validPrefix } from '../core/keys.js';
 import { LIMITER_PEER_NAMES } from '../core/peer-names.js';
-import type { Policy } from '../core/types.js';
+import type { Policy, QuotaLeaseOptions } from '../core/types.js';
 import { nestedOptions, optionsObject, positiveInteger } from '../core/validate.js';
 import { isEnginePolicy, type EnginePolicy } from '../engine/algorithm.js';
 import type { Store } from '../engine/store.js';
@@ -24,6 +24,8 @@ export interface LimiterOptions extends FailureOptions {
   penalty?: { after: number; block: Duration };
   /** Answers from memory, without the store, cost-1 requests certain to be denied (see docs/performance.md). */
   deniedCache?: DeniedCacheOptions;
+  /** Quota leases for hot keys: take `units` from the store at once, admit from them here (docs/leases.md). */
+  lease?: QuotaLeaseOptions;
 }
 
 const LIMITER_OPTIONS = [
@@ -33,6 +35,7 @@ const LIMITER_OPTIONS = [
   'shadow',
   'penalty',
   'deniedCache',
+  'lease',
   'timeout',
   'onStoreError',
   'onOutage',

@@ -259,7 +259,7 @@ describe('unknown options', () => {
     rejectsUnknown(
       () => createLimiter({ store, policy, shadowMode: true } as never),
       'shadowMode',
-      'its options are store, policy, prefix, shadow, penalty, deniedCache, timeout, onStoreError, onOutage, onRecovery',
+      'its options are store, policy, prefix, shadow, penalty, deniedCache, lease, timeout, onStoreError, onOutage, onRecovery',
     );
     rejectsUnknown(
       () => createLimiter({ store, policy, penalty: { after: 3, block: '1m', for: '1h' } } as never),

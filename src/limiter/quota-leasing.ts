@@ -1,0 +1,269 @@
+import { parseDuration } from '../core/duration.js';
+import { InvalidOptionError, WrongMethodError } from '../core/errors.js';
+import { holdProcessOpen } from '../core/host.js';
+import { validKey } from '../core/keys.js';
+import type { Decision, Limiter, LimitOptions, QuotaLeaseWatcher, Reservation } from '../core/types.js';
+import { nestedOptions, positiveInteger } from '../core/validate.js';
+import { enginePolicy } from '../engine/algorithm.js';
+import { limitEach, waitThrough } from './built-on-limit.js';
+import { shadowed } from './decision.js';
+import { storeErrorPolicy } from './failure-options.js';
+import type { LimiterOptions } from './options.js';
+import { leaseTerms, QuotaLease, type LeaseTerms } from './quota-lease.js';
+
+/** One key's leasing in this process: its lease, the store's last word on its room, a take under way. */
+interface KeyLeasing {
+  lease: QuotaLease | undefined;
+  /** The units the store last said it had room for, and when (this process's clock). */
+  room: number;
+  roomAt: number;
+  /** A window's: when the window of that word has surely ended, and all its room is back. */
+  roomUntil: number;
+  /** Whether that word was a denial. */
+  denied: boolean;
+  /** The take under way: resolves with its denial (and the cost it asked) or undefined once a lease is held. */
+  taking: Promise<{ denial: Decision; cost: number } | undefined> | undefined;
+}
+
+/** The most keys whose store's last word a limiter remembers (beyond those holding a lease). */
+const MAX_KEYS = 10_000;
+
+const BLOCK_REFUSED =
+  "block() on a limiter with a lease: other processes admit from the leases they hold until those end, so a block could not take effect at once; block keys with a limiter without `lease` (it shares this one's keys when it has the same prefix and policy)";
+
+/**
+ * A limiter whose limit() takes quota from the store `lease.units` at a time and admits from it
+ * here (docs/leases.md). `create` makes the limiter that asks the store: createLimiter without the
+ * lease, shadow mode (applied here, to what the leases decide too) and a fallback limiter (asked
+ * here, at the request's own cost rather than the lease's).
+ */
+export function leasedLimiter(options: LimiterOptions, create: (options: LimiterOptions) => Limiter): Limiter {
+  const { lease, shadow, onStoreError, ...rest } = options;
+  const l = nestedOptions('lease', lease, ['units', 'ms']);
+  if (shadow !== undefined && typeof shadow !== 'boolean')
+    throw new InvalidOptionError('shadow', shadow, 'true or false');
+  if (rest.penalty !== undefined)
+    throw new InvalidOptionError(
+      'penalty',
+      rest.penalty,
+      'left out on a limiter with a lease: leases admit without the store, so denials would not be in a row and a block would not stop them at once',
+    );
+  const fallback = typeof onStoreError === 'object' ? onStoreError : undefined;
+  const store = create({ ...rest, onStoreError: fallback === undefined ? onStoreError : 'deny' });
+  if (store.policies.length !== 1)
+    throw new InvalidOptionError(
+      'lease',
+      lease,
+      'a lease on a limiter of one policy: a lease takes one quota ahead, and several policies would each need their own',
+    );
+  const policy = enginePolicy(store.policy);
+  if (fallback !== undefined) storeErrorPolicy(fallback, [policy]);
+  const units = positiveInteger('lease.units', l.units, policy.maxCost);
+  const terms = leaseTerms(policy, parseDuration('lease.ms', l.ms), lease);
+  return leasing(store, { units, terms, shadow: shadow === true, fallback });
+}
+
+interface Leasing {
+  readonly units: number;
+  readonly terms: LeaseTerms;
+  readonly shadow: boolean;
+  readonly fallback: Limiter | undefined;
+}
+
+/** The leased limiter over `store`, the limiter that asks the store. */
+function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): Limiter {
+  const keys = new Map<string, KeyLeasing>();
+  const watchers: QuotaLeaseWatcher[] = [];
+  const returning = new Set<Promise<void>>();
+  let closed = false;
+  const tell = (event: keyof QuotaLeaseWatcher, count: number) => {
+    if (count > 0) for (const watcher of watchers) watcher[event]?.(count);
+  };
+  const shade = <T extends Decision>(decision: T): T => (shadow ? shadowed(decision) : decision);
+
+  /** A key's leasing, new: the keys past MAX_KEYS that hold no lease and wait for none are forgotten, oldest first. */
+  function remember(key: string): KeyLeasing {
+    for (const [old, state] of keys) {
+      if (keys.size < MAX_KEYS) break;
+      if (state.lease === undefined && state.taking === undefined) keys.delete(old);
+    }
+    const state = { lease: undefined, room: units, roomAt: 0, roomUntil: 0, denied: false, taking: undefined };
+    keys.set(key, state);
+    return state;
+  }
+
+  /** Ends `lease` of `key`: gives back its unused units, where it charged them. */
+  function end(key: string, lease: QuotaLease): void {
+    const state = keys.get(key);
+    if (state?.lease === lease) state.lease = undefined;
+    clearTimeout(lease.timer);
+    tell('onExpired', lease.skipped);
+    const unused = lease.unused;
+    if (unused === 0) return;
+    const giving: Promise<void> = store.refund(key, unused, { decision: lease.decision }).then(
+      (given) => tell(given ? 'onReturned' : 'onExpired', unused),
+      // The units stay spent: a store that fails costs room, never an admission too many.
+      () => tell('onExpired', unused),
+    );
+    returning.add(giving);
+    void giving.finally(() => returning.delete(giving));
+  }
+
+  /** The units the store has room for at `now`, as far as its last word tells. */
+  function room(state: KeyLeasing, now: number): number {
+    // A bucket that denied is shared by every process its refill goes to: asked at the request's
+    // cost until the store admits again and says how much room it has.
+    if (terms.slotMs > 0) return state.denied ? 0 : state.room + Math.floor((now - state.roomAt) / terms.slotMs);
+    return now >= state.roomUntil ? units : state.room;
+  }
+
+  /** Remembers the store's word on the key's room, told at `sentAt`. */
+  function heard(state: KeyLeasing, decision: Decision, sentAt: number): void {
+    const now = performance.now();
+    state.room = decision.remaining;
+    state.roomAt = sentAt;
+    state.denied = !decision.allowed;
+    // By then the window of the decision has surely ended.
+    state.roomUntil = now + terms.windowMs - ((decision.decidedAt ?? 0) % (terms.windowMs || 1));
+  }
+
+  /** A decision made without the store: a fallback limiter's, asked at the request's own cost, or the guard's. */
+  async function failedOver(key: string, cost: number, decision: Decision): Promise<Decision> {
+    if (fallback === undefined) return decision;
+    // As the failure guard marks a fallback's decision: decided without the store, and why.
+    const { reason, error } = decision;
+    return { ...(await fallback.limit(key, { cost })), reason, error };
+  }
+
+  /** Asks the store for the request alone, as a limiter without a lease does. */
+  async function direct(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+    const sentAt = performance.now();
+    const decision = await store.limit(key, { cost });
+    if (decision.reason !== undefined) return failedOver(key, cost, decision);
+    heard(state, decision, sentAt);
+    return decision;
+  }
+
+  /** Asks the store for a lease of up to `units`, of which the request's `cost` are used at once. */
+  async function take(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+    let ask = Math.max(cost, Math.min(units, room(state, performance.now())));
+    for (;;) {
+      const sentAt = performance.now();
+      const decision = await store.limit(key, { cost: ask });
+      if (decision.reason !== undefined) return failedOver(key, cost, decision);
+      heard(state, decision, sentAt);
+      // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
+      if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;
+      if (!decision.allowed) {
+        ask = Math.max(cost, Math.min(ask - 1, decision.remaining));
+        continue;
+      }
+      if (ask === cost) return decision;
+      const lease = new QuotaLease(decision, ask, cost, sentAt, store.policy, terms);
+      if (state.lease !== undefined) end(key, state.lease);
+      state.lease = lease;
+      tell('onTaken', ask);
+      const answer = lease.answer(performance.now());
+      // Taken as close() ran: what the request did not use goes back at once.
+      if (closed) end(key, lease);
+      else {
+        lease.timer = setTimeout(() => end(key, lease), Math.max(0, lease.endsAt - performance.now()));
+        holdProcessOpen(lease.timer, false);
+      }
+      return answer;
+    }
+  }
+
+  /** A request that the lease could not admit: it waits for a take under way, or takes a lease itself. */
+  async function dry(key: string, cost: number): Promise<Decision> {
+    for (;;) {
+      const held = keys.get(key)?.lease;
+      if (held !== undefined) {
+        const admitted = held.take(cost, performance.now());
+        if (admitted !== undefined) return admitted;
+        if (held.available(performance.now()) === 0) end(key, held);
+      }
+      let state = keys.get(key);
+      if (state === undefined) state = remember(key);
+      if (state.taking !== undefined) {
+        // A request that arrived while the store was asked uses the lease it took, or shares its
+        // denial at the same cost; else the store had no lease to give, and is asked for the
+        // request alone, with the others that waited (in one batch, as without a lease).
+        const taken = await state.taking;
+        if (state.lease !== undefined) continue;
+        if (taken !== undefined && taken.cost === cost) return taken.denial;
+        return direct(key, cost, state);
+      }
+      const own = state;
+      const taking = take(key, cost, own);
+      const waiting = taking.then(
+        (decision) => (decision.allowed ? undefined : { denial: decision, cost }),
+        () => undefined,
+      );
+      own.taking = waiting;
+      void waiting.then(() => (own.taking = undefined));
+      return taking;
+    }
+  }
+
+  const limit: Limiter['limit'] = (key: string, limitOptions?: LimitOptions) => {
+    const cost = typeof limitOptions === 'object' && limitOptions !== null ? (limitOptions.cost ?? 1) : 1;
+    // Another policy, a cost by unit or past the lease, a bad argument, or after close(): the store's, as without a lease.
+    if (
+      closed ||
+      limitOptions?.policy !== undefined ||
+      typeof cost !== 'number' ||
+      !Number.isInteger(cost) ||
+      cost < 1 ||
+      cost > units
+    )
+      return store.limit(key, limitOptions).then(shade);
+    try {
+      validKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const admitted = keys.get(key)?.lease?.take(cost, performance.now());
+    return admitted !== undefined ? Promise.resolve(shade(admitted)) : dry(key, cost).then(shade);
+  };
+
+  return {
+    ...store,
+    limit,
+    limitMany: (keyList, limitOptions) => limitEach(limit, keyList, limitOptions),
+    waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
+    async peek(key, peekOptions) {
+      const decision = await store.peek(key, peekOptions);
+      const held = peekOptions?.policy === undefined ? (keys.get(key)?.lease?.available(performance.now()) ?? 0) : 0;
+      if (held === 0) return decision;
+      const remaining = decision.remaining + held;
+      const [part] = decision.policies;
+      return {
+        ...decision,
+        allowed: true,
+        remaining,
+        retryAfterMs: 0,
+        policies: part ? [{ ...part, allowed: true, remaining, retryAfterMs: 0 }] : [],
+      };
+    },
+    async reserve(key, reserveOptions): Promise<Reservation> {
+      return shade(await store.reserve(key, reserveOptions));
+    },
+    async reset(key) {
+      // The store forgets the key: what the lease held is no more charged anywhere.
+      const lease = keys.get(validKey(key))?.lease;
+      if (lease !== undefined) {
+        clearTimeout(lease.timer);
+        keys.delete(key);
+      }
+      await store.reset(key);
+    },
+    block: () => Promise.reject(new WrongMethodError(BLOCK_REFUSED)),
+    watchLeases: (watcher) => void watchers.push(watcher),
+    async close() {
+      closed = true;
+      for (const [key, state] of keys) if (state.lease !== undefined) end(key, state.lease);
+      await Promise.all(returning);
+    },
+  };
+}

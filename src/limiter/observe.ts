@@ -162,6 +162,30 @@ function observeOptions(options: unknown): {
   };
 }
 
+type LeaseCounter = 'leasesTaken' | 'leaseUnitsReturned' | 'leaseUnitsExpired';
+
+/** Counts a leased limiter's quota leases (sluice.leases.*) with `count`. */
+function watchLeaseCounts(limiter: Limiter, count: (counter: LeaseCounter, value: number) => void): void {
+  limiter.watchLeases?.({
+    onTaken: () => count('leasesTaken', 1),
+    onReturned: (units) => count('leaseUnitsReturned', units),
+    onExpired: (units) => count('leaseUnitsExpired', units),
+  });
+}
+
+/** onDecision's event, with the key when `key` is given. Written out, not spread: one shape, no copying. */
+function decisionEvent(
+  { prefix, policy, algorithm }: { prefix: string; policy: string; algorithm: string },
+  key: string | undefined,
+  operation: 'limit' | 'peek',
+  decision: Decision,
+  durationMs: number,
+): DecisionEvent {
+  return key !== undefined
+    ? { prefix, policy, algorithm, operation, key, decision, durationMs }
+    : { prefix, policy, algorithm, operation, decision, durationMs };
+}
+
 /**
  * A limiter that decides exactly as `limiter` does and reports what happens through OpenTelemetry,
  * labelled by prefix, policy and algorithm: counters of allowed, denied and shadow-denied requests,
@@ -186,25 +210,15 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
   const labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
   const byOperation = operationLabels(labels);
 
-  const countFailure = ({ operation, reason }: StoreFailure) =>
-    instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason });
+  // Counted once the meter is there: a store failure or a lease may come before it has loaded.
+  const whenLoaded = (count: () => void) => (loading ? void loading.then(count) : count());
   limiter.watchStore({
-    onOutage(failure) {
-      if (loading) void loading.then(() => countFailure(failure));
-      else countFailure(failure);
-    },
+    onOutage: ({ operation, reason }: StoreFailure) =>
+      whenLoaded(() =>
+        instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason }),
+      ),
   });
-
-  const countLease = (counter: 'leasesTaken' | 'leaseUnitsReturned' | 'leaseUnitsExpired', value: number) => {
-    const add = () => instruments?.[counter].add(value, labels);
-    if (loading) void loading.then(add);
-    else add();
-  };
-  limiter.watchLeases?.({
-    onTaken: () => countLease('leasesTaken', 1),
-    onReturned: (units) => countLease('leaseUnitsReturned', units),
-    onExpired: (units) => countLease('leaseUnitsExpired', units),
-  });
+  watchLeaseCounts(limiter, (counter, value) => whenLoaded(() => instruments?.[counter].add(value, labels)));
 
   /** Runs one call and times it; misuse passes through untimed. */
   async function timed<T>(operation: Timed, call: () => Promise<T>): Promise<{ result: T; durationMs: number }> {
@@ -230,13 +244,9 @@ export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter
       (decision.allowed ? instruments.allowed : instruments.denied).add(1, labels);
       if (extras.shadow === true && extras.shadowDenied === true) instruments.shadowDenied.add(1, labels);
     }
-    // Written out, not spread: an event of one shape, made without the spreads' copying.
-    callHook('onDecision', onDecision, (): DecisionEvent => {
-      const { prefix, policy, algorithm } = where;
-      return includeKeys
-        ? { prefix, policy, algorithm, operation, key, decision, durationMs }
-        : { prefix, policy, algorithm, operation, decision, durationMs };
-    });
+    callHook('onDecision', onDecision, () =>
+      decisionEvent(where, includeKeys ? key : undefined, operation, decision, durationMs),
+    );
     return decision;
   }
 

@@ -190,7 +190,7 @@ describe('sluice serve --workers', () => {
     });
   });
 
-  it('refuses more than one worker on the memory store, a count that is not one, a missing certificate before forking, and stops when a worker cannot start', async () => {
+  it('refuses more than one worker on the memory store, a count that is not one, a missing certificate before forking, the dashboard beside workers, and stops when a worker cannot start', async () => {
     await withConfig(ONE_RULE(300), async (dir) => {
       const memory = await services.runToExit(['--config', dir, '--workers', '2']);
       assert.equal(memory.code, 2);
@@ -207,6 +207,12 @@ describe('sluice serve --workers', () => {
       assert.equal(noCert.code, 2);
       assert.match(noCert.stderr.join('\n'), /option "tls\.cert": ENOENT/);
       assert.ok(!noCert.stderr.some((line) => line.startsWith('[worker')));
+      const dashboard = await services.runToExit(twoOn(dir, redisServer.url, '--dashboard'));
+      assert.equal(dashboard.code, 2);
+      assert.match(
+        dashboard.stderr.join('\n'),
+        /--dashboard shows one process's decisions: leave out --workers to use it/,
+      );
 
       // A worker that cannot start stops the service, and says why.
       const nobody = `redis://127.0.0.1:${await freePort()}`;

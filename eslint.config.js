@@ -146,12 +146,6 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': 'off' },
   },
   {
-    // A leased limiter's take, dry and end share one closure's per-key state; split it beside its
-    // exactness test (test/integration/lease-exactness.test.ts).
-    files: ['src/limiter/quota-leasing.ts'],
-    rules: { 'max-lines-per-function': 'off' },
-  },
-  {
     // JavaScript outside the TypeScript program: this file, and plain programs every runtime runs as they are.
     files: ['**/*.{js,mjs,cjs}'],
     ...tseslint.configs.disableTypeChecked,

@@ -70,47 +70,60 @@ interface Leasing {
   readonly fallback: Limiter | undefined;
 }
 
-/** The leased limiter over `store`, the limiter that asks the store. */
-function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): Limiter {
-  const keys = new Map<string, KeyLeasing>();
-  const watchers: QuotaLeaseWatcher[] = [];
-  const returning = new Set<Promise<void>>();
-  let closed = false;
-  const tell = (event: keyof QuotaLeaseWatcher, count: number) => {
-    if (count > 0) for (const watcher of watchers) watcher[event]?.(count);
-  };
-  const shade = <T extends Decision>(decision: T): T => (shadow ? shadowed(decision) : decision);
+/**
+ * A leased limiter's state (each key's leasing, the watchers, the leases' refunds under way, whether
+ * close() ran) and its steps: how a key's lease is taken, used and ended.
+ */
+class QuotaLeasing {
+  readonly keys = new Map<string, KeyLeasing>();
+  readonly watchers: QuotaLeaseWatcher[] = [];
+  private readonly returning = new Set<Promise<void>>();
+  private closed = false;
+
+  /** `store`: the limiter that asks the store. */
+  constructor(
+    private readonly store: Limiter,
+    private readonly leasing: Leasing,
+  ) {}
+
+  private tell(event: keyof QuotaLeaseWatcher, count: number): void {
+    if (count > 0) for (const watcher of this.watchers) watcher[event]?.(count);
+  }
+
+  readonly shade = <T extends Decision>(decision: T): T => (this.leasing.shadow ? shadowed(decision) : decision);
 
   /** A key's leasing, new: the keys past MAX_KEYS that hold no lease and wait for none are forgotten, oldest first. */
-  function remember(key: string): KeyLeasing {
-    for (const [old, state] of keys) {
-      if (keys.size < MAX_KEYS) break;
-      if (state.lease === undefined && state.taking === undefined) keys.delete(old);
+  private remember(key: string): KeyLeasing {
+    for (const [old, state] of this.keys) {
+      if (this.keys.size < MAX_KEYS) break;
+      if (state.lease === undefined && state.taking === undefined) this.keys.delete(old);
     }
+    const { units } = this.leasing;
     const state = { lease: undefined, room: units, roomAt: 0, roomUntil: 0, denied: false, taking: undefined };
-    keys.set(key, state);
+    this.keys.set(key, state);
     return state;
   }
 
   /** Ends `lease` of `key`: gives back its unused units, where it charged them. */
-  function end(key: string, lease: QuotaLease): void {
-    const state = keys.get(key);
+  private end(key: string, lease: QuotaLease): void {
+    const state = this.keys.get(key);
     if (state?.lease === lease) state.lease = undefined;
     clearTimeout(lease.timer);
-    tell('onExpired', lease.skipped);
+    this.tell('onExpired', lease.skipped);
     const unused = lease.unused;
     if (unused === 0) return;
-    const giving: Promise<void> = store.refund(key, unused, { decision: lease.decision }).then(
-      (given) => tell(given ? 'onReturned' : 'onExpired', unused),
+    const giving: Promise<void> = this.store.refund(key, unused, { decision: lease.decision }).then(
+      (given) => this.tell(given ? 'onReturned' : 'onExpired', unused),
       // The units stay spent: a store that fails costs room, never an admission too many.
-      () => tell('onExpired', unused),
+      () => this.tell('onExpired', unused),
     );
-    returning.add(giving);
-    void giving.finally(() => returning.delete(giving));
+    this.returning.add(giving);
+    void giving.finally(() => this.returning.delete(giving));
   }
 
   /** The units the store has room for at `now`, as far as its last word tells. */
-  function room(state: KeyLeasing, now: number): number {
+  private room(state: KeyLeasing, now: number): number {
+    const { terms, units } = this.leasing;
     // A bucket that denied is shared by every process its refill goes to: asked at the request's
     // cost until the store admits again and says how much room it has.
     if (terms.slotMs > 0) return state.denied ? 0 : state.room + Math.floor((now - state.roomAt) / terms.slotMs);
@@ -118,7 +131,8 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
   }
 
   /** Remembers the store's word on the key's room, told at `sentAt`. */
-  function heard(state: KeyLeasing, decision: Decision, sentAt: number): void {
+  private heard(state: KeyLeasing, decision: Decision, sentAt: number): void {
+    const { terms } = this.leasing;
     const now = performance.now();
     state.room = decision.remaining;
     state.roomAt = sentAt;
@@ -128,7 +142,8 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
   }
 
   /** A decision made without the store: a fallback limiter's, asked at the request's own cost, or the guard's. */
-  async function failedOver(key: string, cost: number, decision: Decision): Promise<Decision> {
+  private async failedOver(key: string, cost: number, decision: Decision): Promise<Decision> {
+    const { fallback } = this.leasing;
     if (fallback === undefined) return decision;
     // As the failure guard marks a fallback's decision: decided without the store, and why.
     const { reason, error } = decision;
@@ -136,22 +151,23 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
   }
 
   /** Asks the store for the request alone, as a limiter without a lease does. */
-  async function direct(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+  private async direct(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
     const sentAt = performance.now();
-    const decision = await store.limit(key, { cost });
-    if (decision.reason !== undefined) return failedOver(key, cost, decision);
-    heard(state, decision, sentAt);
+    const decision = await this.store.limit(key, { cost });
+    if (decision.reason !== undefined) return this.failedOver(key, cost, decision);
+    this.heard(state, decision, sentAt);
     return decision;
   }
 
   /** Asks the store for a lease of up to `units`, of which the request's `cost` are used at once. */
-  async function take(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
-    let ask = Math.max(cost, Math.min(units, room(state, performance.now())));
+  private async take(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
+    const { units, terms } = this.leasing;
+    let ask = Math.max(cost, Math.min(units, this.room(state, performance.now())));
     for (;;) {
       const sentAt = performance.now();
-      const decision = await store.limit(key, { cost: ask });
-      if (decision.reason !== undefined) return failedOver(key, cost, decision);
-      heard(state, decision, sentAt);
+      const decision = await this.store.limit(key, { cost: ask });
+      if (decision.reason !== undefined) return this.failedOver(key, cost, decision);
+      this.heard(state, decision, sentAt);
       // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
       if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;
       if (!decision.allowed) {
@@ -159,15 +175,15 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
         continue;
       }
       if (ask === cost) return decision;
-      const lease = new QuotaLease(decision, ask, cost, sentAt, store.policy, terms);
-      if (state.lease !== undefined) end(key, state.lease);
+      const lease = new QuotaLease(decision, ask, cost, sentAt, this.store.policy, terms);
+      if (state.lease !== undefined) this.end(key, state.lease);
       state.lease = lease;
-      tell('onTaken', ask);
+      this.tell('onTaken', ask);
       const answer = lease.answer(performance.now());
       // Taken as close() ran: what the request did not use goes back at once.
-      if (closed) end(key, lease);
+      if (this.closed) this.end(key, lease);
       else {
-        lease.timer = setTimeout(() => end(key, lease), Math.max(0, lease.endsAt - performance.now()));
+        lease.timer = setTimeout(() => this.end(key, lease), Math.max(0, lease.endsAt - performance.now()));
         holdProcessOpen(lease.timer, false);
       }
       return answer;
@@ -175,16 +191,16 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
   }
 
   /** A request that the lease could not admit: it waits for a take under way, or takes a lease itself. */
-  async function dry(key: string, cost: number): Promise<Decision> {
+  private async dry(key: string, cost: number): Promise<Decision> {
     for (;;) {
-      const held = keys.get(key)?.lease;
+      const held = this.keys.get(key)?.lease;
       if (held !== undefined) {
         const admitted = held.take(cost, performance.now());
         if (admitted !== undefined) return admitted;
-        if (held.available(performance.now()) === 0) end(key, held);
+        if (held.available(performance.now()) === 0) this.end(key, held);
       }
-      let state = keys.get(key);
-      if (state === undefined) state = remember(key);
+      let state = this.keys.get(key);
+      if (state === undefined) state = this.remember(key);
       if (state.taking !== undefined) {
         // A request that arrived while the store was asked uses the lease it took, or shares its
         // denial at the same cost; else the store had no lease to give, and is asked for the
@@ -192,10 +208,10 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
         const taken = await state.taking;
         if (state.lease !== undefined) continue;
         if (taken !== undefined && taken.cost === cost) return taken.denial;
-        return direct(key, cost, state);
+        return this.direct(key, cost, state);
       }
       const own = state;
-      const taking = take(key, cost, own);
+      const taking = this.take(key, cost, own);
       const waiting = taking.then(
         (decision) => (decision.allowed ? undefined : { denial: decision, cost }),
         () => undefined,
@@ -206,27 +222,53 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     }
   }
 
-  const limit: Limiter['limit'] = (key: string, limitOptions?: LimitOptions) => {
+  readonly limit: Limiter['limit'] = (key: string, limitOptions?: LimitOptions) => {
     const cost = typeof limitOptions === 'object' && limitOptions !== null ? (limitOptions.cost ?? 1) : 1;
     // Another policy, a cost by unit or past the lease, a bad argument, or after close(): the store's, as without a lease.
     if (
-      closed ||
+      this.closed ||
       limitOptions?.policy !== undefined ||
       typeof cost !== 'number' ||
       !Number.isInteger(cost) ||
       cost < 1 ||
-      cost > units
+      cost > this.leasing.units
     )
-      return store.limit(key, limitOptions).then(shade);
+      return this.store.limit(key, limitOptions).then(this.shade);
     try {
       validKey(key);
     } catch (error) {
       return Promise.reject(error);
     }
-    const admitted = keys.get(key)?.lease?.take(cost, performance.now());
-    return admitted !== undefined ? Promise.resolve(shade(admitted)) : dry(key, cost).then(shade);
+    const admitted = this.keys.get(key)?.lease?.take(cost, performance.now());
+    return admitted !== undefined ? Promise.resolve(this.shade(admitted)) : this.dry(key, cost).then(this.shade);
   };
 
+  /** The units `key`'s lease holds now. */
+  held(key: string): number {
+    return this.keys.get(key)?.lease?.available(performance.now()) ?? 0;
+  }
+
+  async reset(key: string): Promise<void> {
+    // The store forgets the key: what the lease held is no more charged anywhere.
+    const lease = this.keys.get(validKey(key))?.lease;
+    if (lease !== undefined) {
+      clearTimeout(lease.timer);
+      this.keys.delete(key);
+    }
+    await this.store.reset(key);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const [key, state] of this.keys) if (state.lease !== undefined) this.end(key, state.lease);
+    await Promise.all(this.returning);
+  }
+}
+
+/** The leased limiter over `store`, the limiter that asks the store. */
+function leasing(store: Limiter, options: Leasing): Limiter {
+  const leases = new QuotaLeasing(store, options);
+  const { limit, shade } = leases;
   return {
     ...store,
     limit,
@@ -234,7 +276,7 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
     async peek(key, peekOptions) {
       const decision = await store.peek(key, peekOptions);
-      const held = peekOptions?.policy === undefined ? (keys.get(key)?.lease?.available(performance.now()) ?? 0) : 0;
+      const held = peekOptions?.policy === undefined ? leases.held(key) : 0;
       if (held === 0) return decision;
       const remaining = decision.remaining + held;
       const [part] = decision.policies;
@@ -249,21 +291,9 @@ function leasing(store: Limiter, { units, terms, shadow, fallback }: Leasing): L
     async reserve(key, reserveOptions): Promise<Reservation> {
       return shade(await store.reserve(key, reserveOptions));
     },
-    async reset(key) {
-      // The store forgets the key: what the lease held is no more charged anywhere.
-      const lease = keys.get(validKey(key))?.lease;
-      if (lease !== undefined) {
-        clearTimeout(lease.timer);
-        keys.delete(key);
-      }
-      await store.reset(key);
-    },
+    reset: (key) => leases.reset(key),
     block: () => Promise.reject(new WrongMethodError(BLOCK_REFUSED)),
-    watchLeases: (watcher) => void watchers.push(watcher),
-    async close() {
-      closed = true;
-      for (const [key, state] of keys) if (state.lease !== undefined) end(key, state.lease);
-      await Promise.all(returning);
-    },
+    watchLeases: (watcher) => void leases.watchers.push(watcher),
+    close: () => leases.close(),
   };
 }

@@ -78,7 +78,8 @@ export class QuotaLease {
     this.used = cost;
     const { windowMs, slotMs, ms } = terms;
     const decidedAt = decision.decidedAt ?? 0;
-    this.endsAt = sentAt + (windowMs > 0 ? Math.min(ms, windowMs - (decidedAt % windowMs)) : ms);
+    // decidedAt is the store's time rounded down to the ms: the window may have up to 1 ms less left.
+    this.endsAt = sentAt + (windowMs > 0 ? Math.min(ms, Math.max(0, windowMs - (decidedAt % windowMs) - 1)) : ms);
     // After the take the bucket is fresh in resetAfterMs (rounded up to the ms), so its units' places
     // start at least units slots before that, less the ms of rounding; never before the take.
     this.validFrom = sentAt + Math.max(0, decision.resetAfterMs - 1 - units * slotMs);

@@ -29,18 +29,18 @@ export interface RateLimitInfo extends Decision {
 }
 
 /**
- * The decision with the client's key, `{ ...decision, key }`: a literal when it has the usual six
+ * The decision with the client's key, `{ ...decision, key }`: a literal when it has the usual seven
  * fields (V8: a key added to a spread copy moves it to a new map; bench/NOTES.md).
  */
 function rateLimitInfo(decision: Decision, key: string): RateLimitInfo {
   if (!hasUsualFields(decision)) return Object.assign({}, decision, { key });
-  const { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies } = decision;
-  return { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies, key };
+  const { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies, decidedAt } = decision;
+  return { allowed, limit, remaining, resetAfterMs, retryAfterMs, policies, decidedAt, key };
 }
 
-const USUAL_FIELDS = ['allowed', 'limit', 'remaining', 'resetAfterMs', 'retryAfterMs', 'policies'];
+const USUAL_FIELDS = ['allowed', 'limit', 'remaining', 'resetAfterMs', 'retryAfterMs', 'policies', 'decidedAt'];
 
-/** Whether a decision has the six fields every decision has, in their order, and no other. */
+/** Whether a decision has the seven fields every decision has, in their order, and no other. */
 function hasUsualFields(decision: Decision): boolean {
   const fields = Object.keys(decision);
   if (fields.length !== USUAL_FIELDS.length) return false;

@@ -28,6 +28,8 @@ const GATHER_MS = 5000;
 /** How long before replacing a worker that ended before it served (a crash loop waits between tries). */
 const RESTART_AFTER_FAILED_START_MS = 1000;
 
+const ignoreSendError = () => undefined;
+
 const ours = (message: unknown): message is { sluice: string } =>
   typeof message === 'object' && message !== null && typeof (message as { sluice?: unknown }).sluice === 'string';
 
@@ -57,8 +59,9 @@ export function serviceWorker(reload: () => void): ServiceWorker {
   let own: Parameters<ServicePeers['answer']>[0] | undefined;
   let next = 0;
   const waiting = new Map<number, { resolve(answer: unknown): void; reject(error: Error): void }>();
+  // With a callback, a send that fails as the primary goes is not an unhandled 'error' event.
   const send = (message: ToPrimary) => {
-    if (process.connected) process.send?.(message);
+    if (process.connected) process.send?.(message, undefined, undefined, ignoreSendError);
   };
   let askedToStop = (_why: string) => undefined as void;
   const stopAsked = new Promise<string>((resolve) => (askedToStop = resolve));
@@ -167,8 +170,9 @@ class Gatherings {
   }
 }
 
+/** A send to a worker that is ending fails (EPIPE); its exit, handled by onExit, is what counts. */
 function send(member: Member, message: ToWorker): void {
-  if (member.worker.isConnected()) member.worker.send(message);
+  if (member.worker.isConnected()) member.worker.send(message, undefined, ignoreSendError);
 }
 
 /**

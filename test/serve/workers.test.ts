@@ -217,14 +217,19 @@ describe('sluice serve --workers', () => {
       // A worker that cannot start stops the service, and says why.
       const nobody = `redis://127.0.0.1:${await freePort()}`;
       const noRedis = await services.runToExit(twoOn(dir, nobody));
-      assert.equal(noRedis.code, 1);
-      assert.ok(noRedis.stderr.some((line) => line.startsWith(`sluice serve: cannot connect to Redis at ${nobody}`)));
+      const said = noRedis.stderr.join('\n');
+      assert.equal(noRedis.code, 1, said);
+      assert.ok(
+        noRedis.stderr.some((line) => line.startsWith(`sluice serve: cannot connect to Redis at ${nobody}`)),
+        said,
+      );
       assert.ok(
         noRedis.stderr.some((line) =>
           /^sluice serve: worker \d \(pid \d+\) ended with code 1 before it served; stopping$/.test(line),
         ),
+        said,
       );
-      assert.equal(noRedis.stderr.at(-1), 'sluice serve: stopped');
+      assert.equal(noRedis.stderr.at(-1), 'sluice serve: stopped', said);
     });
   });
 });

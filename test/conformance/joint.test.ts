@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, createLimiter } from '../../src/index.js';
+import {
+  CostExceedsLimitError,
+  InvalidArgumentError,
+  InvalidOptionError,
+  createJointLimiter,
+  createLimiter,
+  type JointPart,
+} from '../../src/index.js';
 import { hashSlot } from '../../src/stores/slot.js';
-import { createJointLimiter, type JointPart } from '../../src/limiter/joint.js';
 import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 
@@ -53,7 +59,7 @@ for (const storeCase of harness.cases) {
         const narrowAlone = createLimiter({ store, prefix, policy: narrow, timeout: '1m' });
         assert.equal((await narrowAlone.peek(sameSlotB)).allowed, false);
         // A peek counts nothing either way.
-        const peeked = await joint.limit([{ key: sameSlotA, policies: [wide], cost: 3 }], 'peek');
+        const peeked = await joint.peek([{ key: sameSlotA, policies: [wide], cost: 3 }]);
         assert.equal(peeked.allowed, true);
         assert.equal((await wideAlone.peek(sameSlotA)).remaining, 3);
       });
@@ -125,6 +131,29 @@ describe('joint decisions: bad input', () => {
     assert.throws(
       () => createJointLimiter({ store, onStoreError: fallback as unknown as 'allow' }),
       InvalidOptionError,
+    );
+    assert.throws(() => createJointLimiter({ store, onStoreError: 'open' as 'allow' }), {
+      name: 'InvalidOptionError',
+      message: `sluice: option "onStoreError" must be 'allow' or 'deny': a fallback limiter decides one key; got "open"`,
+    });
+    assert.throws(() => createJointLimiter({ store, penalty: {} } as never), {
+      name: 'InvalidOptionError',
+      message: /createJointLimiter.*penalty/,
+    });
+    assert.throws(() => createJointLimiter({ store: {} as never }), { name: 'InvalidOptionError', message: /store/ });
+    await assert.rejects(joint.limit([null as never]), InvalidArgumentError);
+  });
+
+  it('takes a cost of 1 when a part names none', async () => {
+    const store = harness.cases[0]?.store();
+    assert.ok(store);
+    const policy = algorithms[0]?.policy(2, HOUR);
+    assert.ok(policy);
+    const joint = createJointLimiter({ store, prefix: uniquePrefix() });
+    const decided = await joint.limit([{ key: 'k', policies: [policy] }]);
+    assert.deepEqual(
+      decided.parts.map(([p]) => p?.remaining),
+      [1],
     );
   });
 });

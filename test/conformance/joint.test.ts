@@ -86,6 +86,9 @@ for (const storeCase of harness.cases) {
         next.parts.map(([p]) => p?.allowed),
         [true, false],
       );
+      // A part that names no cost costs 1.
+      const defaulted = await joint.limit([{ key: sameSlotA, policies: [policy] }]);
+      assert.equal(defaulted.parts[0]?.[0]?.remaining, 2);
     });
 
     it(
@@ -142,18 +145,5 @@ describe('joint decisions: bad input', () => {
     });
     assert.throws(() => createJointLimiter({ store: {} as never }), { name: 'InvalidOptionError', message: /store/ });
     await assert.rejects(joint.limit([null as never]), InvalidArgumentError);
-  });
-
-  it('takes a cost of 1 when a part names none', async () => {
-    const store = harness.cases[0]?.store();
-    assert.ok(store);
-    const policy = algorithms[0]?.policy(2, HOUR);
-    assert.ok(policy);
-    const joint = createJointLimiter({ store, prefix: uniquePrefix() });
-    const decided = await joint.limit([{ key: 'k', policies: [policy] }]);
-    assert.deepEqual(
-      decided.parts.map(([p]) => p?.remaining),
-      [1],
-    );
   });
 });

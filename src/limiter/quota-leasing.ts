@@ -21,8 +21,11 @@ interface KeyLeasing {
   roomUntil: number;
   /** Whether that word was a denial. */
   denied: boolean;
-  /** The take under way: resolves with its denial (and the cost it asked) or undefined once a lease is held. */
-  taking: Promise<{ denial: Decision; cost: number } | undefined> | undefined;
+  /**
+   * The take under way: resolves with its denial or a decision made without the store (and the
+   * request's cost), or undefined once the store admitted.
+   */
+  taking: Promise<{ decision: Decision; cost: number } | undefined> | undefined;
 }
 
 /** The most keys whose store's last word a limiter remembers (beyond those holding a lease). */
@@ -203,17 +206,19 @@ class QuotaLeasing {
       if (state === undefined) state = this.remember(key);
       if (state.taking !== undefined) {
         // A request that arrived while the store was asked uses the lease it took, or shares its
-        // denial at the same cost; else the store had no lease to give, and is asked for the
-        // request alone, with the others that waited (in one batch, as without a lease).
+        // denial at the same cost, or, when the store failed or was late, the failure policy's
+        // answer (asking again could take it past its timeout); else the store had no lease to give,
+        // and is asked for the request alone, with the others that waited (in one batch).
         const taken = await state.taking;
         if (state.lease !== undefined) continue;
-        if (taken !== undefined && taken.cost === cost) return taken.denial;
+        if (taken?.decision.reason !== undefined) return this.failedOver(key, cost, taken.decision);
+        if (taken !== undefined && taken.cost === cost) return taken.decision;
         return this.direct(key, cost, state);
       }
       const own = state;
       const taking = this.take(key, cost, own);
       const waiting = taking.then(
-        (decision) => (decision.allowed ? undefined : { denial: decision, cost }),
+        (decision) => (decision.allowed && decision.reason === undefined ? undefined : { decision, cost }),
         () => undefined,
       );
       own.taking = waiting;

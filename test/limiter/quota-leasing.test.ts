@@ -167,6 +167,29 @@ describe('quota leases: store failures', () => {
     assert.deepEqual([dry.allowed, dry.reason], [false, 'store-error']);
   });
 
+  it('requests that wait for a take the store did not answer in time get the failure policy, without asking again', async () => {
+    const { store, control } = switchableStore();
+    control.mode = 'hang';
+    const limiter = createLimiter({
+      store,
+      policy: tenPerHour,
+      onStoreError: 'deny',
+      timeout: 30,
+      lease: { units: 5, ms: '1h' },
+    });
+    const decisions = await Promise.all([limiter.limit('k'), limiter.limit('k'), limiter.limit('k', { cost: 2 })]);
+    assert.deepEqual(
+      decisions.map((d) => [d.allowed, d.reason]),
+      [
+        [false, 'timeout'],
+        [false, 'timeout'],
+        [false, 'timeout'],
+      ],
+    );
+    // The take alone was sent: each waiter asking the store itself would have waited a timeout more.
+    assert.equal(control.pending.length, 1);
+  });
+
   it('never past its end: a lease whose time is over admits nothing in an outage', async () => {
     const { store, control } = switchableStore();
     const limiter = createLimiter({ store, policy: tenPerHour, onStoreError: 'deny', lease: { units: 5, ms: 20 } });

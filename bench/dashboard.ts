@@ -43,17 +43,19 @@ const draw = values.keys === 'uniform' ? () => Math.floor(next() * KEYS.length) 
 const STREAM = Array.from({ length: 1_000_000 }, () => KEYS[draw()] as string);
 const pick = (i: number) => STREAM[i % STREAM.length] as string;
 
-/** Decisions per second over one round of `ROUND_MS`. */
-async function round(limiter: Limiter): Promise<number> {
+/** Decisions per second over one round of `ROUND_MS`, by the wall clock and per second of this process's CPU time. */
+async function round(limiter: Limiter): Promise<{ wall: number; cpu: number }> {
   let done = 0;
   const started = performance.now();
+  const cpuStarted = process.cpuUsage();
   while (performance.now() - started < ROUND_MS) {
     const calls = new Array<Promise<unknown>>(IN_FLIGHT);
     for (let i = 0; i < IN_FLIGHT; i++) calls[i] = limiter.limit(pick(done + i));
     await Promise.all(calls);
     done += IN_FLIGHT;
   }
-  return done / ((performance.now() - started) / 1000);
+  const cpu = process.cpuUsage(cpuStarted);
+  return { wall: done / ((performance.now() - started) / 1000), cpu: done / ((cpu.user + cpu.system) / 1e6) };
 }
 
 /** For callgrind: a warm-up, then `decisions` more, 64 in flight as in the timed rounds. */
@@ -71,6 +73,24 @@ async function counted(limiter: Limiter, decisions: number): Promise<void> {
 }
 
 const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)] as number;
+
+/** Medians by `clock`, and the dashboard's ratios paired by round, so that a slow moment of the machine falls on both sides of each. */
+function report(samples: Record<string, { wall: number; cpu: number }[]>, clock: 'wall' | 'cpu'): void {
+  const of = (name: string) => (samples[name] as { wall: number; cpu: number }[]).map((sample) => sample[clock]);
+  const bare = median(of('bare'));
+  console.log(clock === 'wall' ? 'median decisions/s:' : "median decisions per second of the process's CPU time:");
+  for (const name of Object.keys(samples)) {
+    const m = median(of(name));
+    console.log(
+      `  ${name.padEnd(10)} ${Math.round(m).toLocaleString('en-US').padStart(10)}  ${((m / bare - 1) * 100).toFixed(1)}% vs bare`,
+    );
+  }
+  const paired = (a: string, b: string) => median(of(a).map((value, r) => value / of(b)[r]!));
+  const percent = (ratio: number) => `${((ratio - 1) * 100).toFixed(1)}%`;
+  console.log(
+    `  dashboard vs observe(): ${percent(paired('dashboard', 'observe()'))}; dashboard vs bare: ${percent(paired('dashboard', 'bare'))}; observe() vs bare: ${percent(paired('observe()', 'bare'))} (medians of per-round ratios)`,
+  );
+}
 
 async function main(): Promise<void> {
   let server: RedisServer | undefined;
@@ -91,7 +111,9 @@ async function main(): Promise<void> {
     dashboard: createDashboard().observe(createLimiter({ store, policy, prefix: 'dashboard' })),
   };
   if (values.only !== undefined) return counted(variants[values.only] as Limiter, Number(values.decisions));
-  const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((name) => [name, []]));
+  const samples: Record<string, { wall: number; cpu: number }[]> = Object.fromEntries(
+    Object.keys(variants).map((name) => [name, []]),
+  );
   // One warm-up round each, not counted: the JIT settles before anything is measured.
   for (const limiter of Object.values(variants)) await round(limiter);
   for (let r = 0; r < ROUNDS; r++) {
@@ -102,22 +124,8 @@ async function main(): Promise<void> {
       samples[name]?.push(await round(variants[name] as Limiter));
     }
   }
-  const bare = median(samples.bare as number[]);
-  console.log(
-    `store ${values.store}, keys ${values.keys}, ${ROUNDS} rounds of ${ROUND_MS} ms, ${IN_FLIGHT} in flight, median decisions/s:`,
-  );
-  for (const [name, list] of Object.entries(samples)) {
-    const m = median(list);
-    console.log(
-      `  ${name.padEnd(10)} ${Math.round(m).toLocaleString('en-US').padStart(10)}  ${((m / bare - 1) * 100).toFixed(1)}% vs bare`,
-    );
-  }
-  // Paired by round, so that a slow moment of the machine falls on both sides of each ratio.
-  const paired = (a: string, b: string) =>
-    median((samples[a] as number[]).map((value, r) => value / (samples[b] as number[])[r]!));
-  console.log(
-    `  dashboard vs observe(): ${((paired('dashboard', 'observe()') - 1) * 100).toFixed(1)}% (median of per-round ratios); vs bare: ${((paired('dashboard', 'bare') - 1) * 100).toFixed(1)}%`,
-  );
+  console.log(`store ${values.store}, keys ${values.keys}, ${ROUNDS} rounds of ${ROUND_MS} ms, ${IN_FLIGHT} in flight`);
+  for (const clock of ['wall', 'cpu'] as const) report(samples, clock);
   client?.disconnect();
   await server?.stop();
 }

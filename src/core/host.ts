@@ -25,20 +25,14 @@ export function warn(message: string, options: { code: SluiceWarningCode }): voi
 }
 
 /**
- * Calls a user's callback `name` with the event `build` makes (built only when there is a
- * callback). A callback that throws must not turn a decision into a failure: its error becomes
- * a SLUICE_HOOK_FAILED warning.
+ * Calls a user's callback `name` with `event`. A callback that throws must not turn a decision
+ * into a failure: its error becomes a SLUICE_HOOK_FAILED warning.
  */
-export function callHook<E>(
-  name: string,
-  hook: ((event: E) => void) | undefined,
-  build: () => E,
-  owner?: object,
-): void {
+export function callHook<E>(name: string, hook: ((event: E) => void) | undefined, event: E, owner?: object): void {
   if (!hook) return;
   try {
     // Called as a method of its owner: a class instance's callback keeps its this.
-    hook.call(owner, build());
+    hook.call(owner, event);
   } catch (error) {
     warn(`sluice: ${name} threw: ${messageOf(error)}`, {
       code: 'SLUICE_HOOK_FAILED',

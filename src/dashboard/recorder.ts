@@ -2,7 +2,7 @@ import { formatDuration, parseDuration, type Duration } from '../core/duration.j
 import { InvalidArgumentError, InvalidOptionError, messageOf } from '../core/errors.js';
 import type { Decision, Limiter, PolicyDecision, StoreWatcher } from '../core/types.js';
 import { optionsObject, positiveInteger } from '../core/validate.js';
-import { observe, type DecisionEvent, type ObserveOptions } from '../limiter/observe.js';
+import { observeWith, type DecisionEvent, type ObserveOptions } from '../limiter/observe.js';
 import { keyShower, validKeyDisplay, type KeyDisplay } from './key-display.js';
 import { Series, type Outcome, type SeriesSnapshot } from './series.js';
 import { StoreHealth, type StoreSnapshot } from './store-health.js';
@@ -88,11 +88,6 @@ const stateOf = (decision: Decision): NonNullable<KeyState['decision']> => {
   };
 };
 
-/** An event as observe() tells it without `includeKeys`. */
-function withoutKey({ prefix, policy, algorithm, operation, decision, durationMs }: DecisionEvent): DecisionEvent {
-  return { prefix, policy, algorithm, operation, decision, durationMs };
-}
-
 /** A limit decision's outcome, each request in one class. */
 export function outcomeOf(decision: Decision): Outcome {
   return !decision.allowed ? 'denied' : decision.shadowDenied === true ? 'shadowDenied' : 'admitted';
@@ -146,35 +141,26 @@ export class Recorder implements Dashboard {
   }
 
   readonly record = (event: DecisionEvent): void => {
-    this.recordIn(this.seriesOf(`${event.prefix}/${event.policy}`), event);
+    if (event.operation !== 'limit') return;
+    this.recordIn(this.seriesOf(`${event.prefix}/${event.policy}`), event.key, event.decision, event.durationMs);
   };
 
-  private recordIn(series: Series, event: DecisionEvent): void {
-    if (event.operation !== 'limit') return;
+  private recordIn(series: Series, key: string | undefined, decision: Decision, durationMs: number): void {
     // The store's clock, read already, where it decided; this process's for the failure policy's answers.
-    series.count(event.key, outcomeOf(event.decision), event.decision.decidedAt ?? Date.now());
-    this.timed(event.decision, event.durationMs);
+    series.count(key, outcomeOf(decision), decision.decidedAt ?? Date.now());
+    this.timed(decision, durationMs);
   }
 
   observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
-    const o = optionsObject('observe', options, ['meter', 'onDecision', 'includeKeys']);
-    const theirs = o.onDecision as ObserveOptions['onDecision'];
-    if (theirs !== undefined && typeof theirs !== 'function')
-      throw new InvalidOptionError('onDecision', theirs, 'a function');
     if (typeof limiter !== 'object' || limiter === null || typeof limiter.policy !== 'object')
       throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
     const name = `${limiter.prefix}/${limiter.policy.name}`;
+    // Told by observe() directly, not through onDecision: no event object a decision. Its options
+    // are checked before the series is made, which no decision reaches before observeWith returns.
+    const observed = observeWith(limiter, options, (key, decision, durationMs) =>
+      this.recordIn(series, key, decision, durationMs),
+    );
     const series = this.seriesOf(name);
-    const keepKeys = o.includeKeys === true;
-    const observed = observe(limiter, {
-      ...(o.meter === undefined ? {} : { meter: options.meter }),
-      includeKeys: true,
-      onDecision: (event) => {
-        this.recordIn(series, event);
-        if (theirs === undefined) return;
-        theirs(keepKeys ? event : withoutKey(event));
-      },
-    });
     limiter.watchStore(this.watcher);
     if (this.limiters.size < this.maxSeries || this.limiters.has(name)) this.limiters.set(name, limiter);
     return observed;

@@ -58,13 +58,13 @@ export function failureGuard(
       const { since, failures } = outage;
       outage = undefined;
       const recovery = { failures, downForMs: Date.now() - since };
-      for (const watcher of watchers) callHook('onRecovery', watcher.onRecovery, () => recovery, watcher);
+      for (const watcher of watchers) callHook('onRecovery', watcher.onRecovery, recovery, watcher);
     },
     failed(operation, reason, error) {
       outage ??= { since: Date.now(), failures: 0 };
       outage.failures++;
       const failure = { operation, reason, error, failures: outage.failures };
-      for (const watcher of watchers) callHook('onOutage', watcher.onOutage, () => failure, watcher);
+      for (const watcher of watchers) callHook('onOutage', watcher.onOutage, failure, watcher);
       // Told to no one who reads it, an outage still reaches the logs: once, when it begins.
       if (!own.onOutage && outage.failures === 1) {
         const policy = typeof onStoreError === 'string' ? `'${onStoreError}'` : 'the fallback limiter';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, InvalidOptionError, SluiceError } from '../core/errors.js';
 import { callHook } from '../core/host.js';
 import { limitEach, waitThrough } from './built-on-limit.js';
-import type { Decision, Lease, Limiter, Reservation, StoreFailure } from '../core/types.js';
+import type { Decision, Limiter, LimitOptions, StoreFailure } from '../core/types.js';
 import { OBSERVE_OLD_NAMES } from '../core/peer-names.js';
 import { optionsObject } from '../core/validate.js';
 
@@ -186,6 +186,107 @@ function decisionEvent(
     : { prefix, policy, algorithm, operation, decision, durationMs };
 }
 
+/** What a dashboard records of each limit decision, before onDecision is told: no event is made for it. */
+export type DecisionRecorder = (key: string, decision: Decision, durationMs: number) => void;
+
+type Decides<D extends Decision> = (key: string, options?: LimitOptions) => Promise<D>;
+
+/** One observed limiter's instruments and hook: it times, counts and tells each call. */
+class Observer {
+  private instruments: Instruments | undefined;
+  /** Set while the global meter loads: what is counted meanwhile waits for it. */
+  private loading: Promise<void> | undefined;
+  private readonly where: { prefix: string; policy: string; algorithm: string };
+  readonly labels: MetricAttributes;
+  private readonly byOperation: Record<Timed, MetricAttributes>;
+
+  constructor(
+    limiter: Limiter,
+    meter: MeterLike | undefined,
+    private readonly onDecision: ObserveOptions['onDecision'],
+    private readonly includeKeys: boolean,
+    private readonly recorder: DecisionRecorder | undefined,
+  ) {
+    this.instruments = meter === undefined ? undefined : instrumentsOf(meter);
+    this.loading =
+      meter === undefined
+        ? loadGlobalMeter().then((global) => {
+            this.instruments = global && instrumentsOf(global);
+            this.loading = undefined;
+          })
+        : undefined;
+    const where = { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
+    this.where = where;
+    this.labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
+    this.byOperation = operationLabels(this.labels);
+  }
+
+  /** Runs `count` with the instruments, once the meter is there: a store failure or a lease may come before it has loaded. */
+  whenLoaded(count: (instruments: Instruments) => void): void {
+    if (this.loading) void this.loading.then(() => this.instruments && count(this.instruments));
+    else if (this.instruments) count(this.instruments);
+  }
+
+  // One async function and one await a decision, no closure or result object: each cost decisions/s on the memory store.
+  async decide<D extends Decision>(
+    operation: 'limit' | 'peek',
+    method: Decides<D>,
+    key: string,
+    options: LimitOptions | undefined,
+  ): Promise<D> {
+    const started = performance.now();
+    let decision: D;
+    try {
+      decision = await method(key, options);
+    } catch (error) {
+      return this.failed(operation, started, error);
+    }
+    const durationMs = performance.now() - started;
+    if (this.loading) await this.loading;
+    const { instruments } = this;
+    if (instruments) {
+      instruments.duration.record(durationMs / 1000, this.byOperation[operation]);
+      if (operation === 'limit') this.count(instruments, decision);
+    }
+    if (operation === 'limit' && this.recorder) this.recorder(key, decision, durationMs);
+    if (this.onDecision)
+      callHook(
+        'onDecision',
+        this.onDecision,
+        decisionEvent(this.where, this.includeKeys ? key : undefined, operation, decision, durationMs),
+      );
+    return decision;
+  }
+
+  async reset(method: (key: string) => Promise<void>, key: string): Promise<void> {
+    const started = performance.now();
+    try {
+      await method(key);
+    } catch (error) {
+      return this.failed('reset', started, error);
+    }
+    await this.took('reset', started);
+  }
+
+  private count(instruments: Instruments, decision: Decision & DecisionExtras): void {
+    (decision.allowed ? instruments.allowed : instruments.denied).add(1, this.labels);
+    if (decision.shadow === true && decision.shadowDenied === true) instruments.shadowDenied.add(1, this.labels);
+  }
+
+  /** Records the duration of a call begun at `started` that threw `error`, and throws it; misuse goes untimed. */
+  private async failed(operation: Timed, started: number, error: unknown): Promise<never> {
+    if (isUsageError(error)) throw error;
+    await this.took(operation, started);
+    throw error;
+  }
+
+  private async took(operation: Timed, started: number): Promise<void> {
+    const durationMs = performance.now() - started;
+    if (this.loading) await this.loading;
+    this.instruments?.duration.record(durationMs / 1000, this.byOperation[operation]);
+  }
+}
+
 /**
  * A limiter that decides exactly as `limiter` does and reports what happens through OpenTelemetry,
  * labelled by prefix, policy and algorithm: counters of allowed, denied and shadow-denied requests,
@@ -193,78 +294,46 @@ function decisionEvent(
  * `onDecision`, for logs. See docs/metrics.md.
  */
 export function observe(limiter: Limiter, options: ObserveOptions = {}): Limiter {
+  return observeWith(limiter, options, undefined);
+}
+
+/** observe(), and each limit decision to `recorder` too (the dashboard's). */
+export function observeWith(
+  limiter: Limiter,
+  options: ObserveOptions,
+  recorder: DecisionRecorder | undefined,
+): Limiter {
   if (!isLimiter(limiter)) throw new InvalidArgumentError('limiter', limiter, 'a limiter from createLimiter()');
   const o = observeOptions(options);
-  const { onDecision, includeKeys } = o;
-
-  let instruments = o.meter === undefined ? undefined : instrumentsOf(o.meter);
-  let loading =
-    o.meter === undefined
-      ? loadGlobalMeter().then((meter) => {
-          instruments = meter && instrumentsOf(meter);
-          loading = undefined;
-        })
-      : undefined;
-
-  const where = { prefix: limiter.prefix, policy: limiter.policy.name, algorithm: limiter.policy.algorithm };
-  const labels = { 'sluice.prefix': where.prefix, 'sluice.policy': where.policy, 'sluice.algorithm': where.algorithm };
-  const byOperation = operationLabels(labels);
-
-  // Counted once the meter is there: a store failure or a lease may come before it has loaded.
-  const whenLoaded = (count: () => void) => (loading ? void loading.then(count) : count());
+  const observer = new Observer(limiter, o.meter, o.onDecision, o.includeKeys, recorder);
+  const { labels } = observer;
   limiter.watchStore({
     onOutage: ({ operation, reason }: StoreFailure) =>
-      whenLoaded(() =>
-        instruments?.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason }),
+      observer.whenLoaded((instruments) =>
+        instruments.storeErrors.add(1, { ...labels, 'sluice.operation': operation, 'sluice.error.reason': reason }),
       ),
   });
-  watchLeaseCounts(limiter, (counter, value) => whenLoaded(() => instruments?.[counter].add(value, labels)));
+  watchLeaseCounts(limiter, (counter, value) =>
+    observer.whenLoaded((instruments) => instruments[counter].add(value, labels)),
+  );
 
-  /** Runs one call and times it; misuse passes through untimed. */
-  async function timed<T>(operation: Timed, call: () => Promise<T>): Promise<{ result: T; durationMs: number }> {
-    const started = performance.now();
-    let outcome: { result: T } | { error: unknown };
-    try {
-      outcome = { result: await call() };
-    } catch (error) {
-      if (isUsageError(error)) throw error;
-      outcome = { error };
-    }
-    const durationMs = performance.now() - started;
-    if (loading) await loading;
-    instruments?.duration.record(durationMs / 1000, byOperation[operation]);
-    if ('error' in outcome) throw outcome.error;
-    return { result: outcome.result, durationMs };
-  }
-
-  async function decide(operation: 'limit' | 'peek', key: string, call: () => Promise<Decision>): Promise<Decision> {
-    const { result: decision, durationMs } = await timed(operation, call);
-    const extras = decision as Decision & DecisionExtras;
-    if (operation === 'limit' && instruments) {
-      (decision.allowed ? instruments.allowed : instruments.denied).add(1, labels);
-      if (extras.shadow === true && extras.shadowDenied === true) instruments.shadowDenied.add(1, labels);
-    }
-    callHook('onDecision', onDecision, () =>
-      decisionEvent(where, includeKeys ? key : undefined, operation, decision, durationMs),
-    );
-    return decision;
-  }
-
-  const limit: Limiter['limit'] = (key, limitOptions) => decide('limit', key, () => limiter.limit(key, limitOptions));
+  // Bound once here, not a closure per call.
+  const limitOf = limiter.limit.bind(limiter);
+  const peekOf = limiter.peek.bind(limiter);
+  const acquireOf = limiter.acquire.bind(limiter);
+  const reserveOf = limiter.reserve.bind(limiter);
+  const resetOf = limiter.reset.bind(limiter);
+  const limit: Limiter['limit'] = (key, limitOptions) => observer.decide('limit', limitOf, key, limitOptions);
   return {
     ...limiter,
     limit,
     // Through the observed limit, so each decision they make is counted and timed as one.
     limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),
-    peek: (key, peekOptions) => decide('peek', key, () => limiter.peek(key, peekOptions)),
+    peek: (key, peekOptions) => observer.decide('peek', peekOf, key, peekOptions),
     // A lease is a decision too: counted as one, and returned whole so it can be released.
-    acquire: (key, acquireOptions) =>
-      decide('limit', key, () => limiter.acquire(key, acquireOptions)) as Promise<Lease>,
-    reserve: (key, reserveOptions) =>
-      decide('limit', key, () => limiter.reserve(key, reserveOptions)) as Promise<Reservation>,
-    async reset(key) {
-      await timed('reset', () => limiter.reset(key));
-    },
+    acquire: (key, acquireOptions) => observer.decide('limit', acquireOf, key, acquireOptions),
+    reserve: (key, reserveOptions) => observer.decide('limit', reserveOf, key, reserveOptions),
+    reset: (key) => observer.reset(resetOf, key),
   };
 }

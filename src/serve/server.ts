@@ -211,7 +211,7 @@ async function settingsOf(options: ServeOptions) {
       headers: flag('responseHeaders', o.responseHeaders, false),
       dynamicMetadata,
     },
-    configOptions: { responseDynamicMetadata: dynamicMetadata },
+    configOptions: { responseDynamicMetadata: dynamicMetadata, penalty: o.penalty !== undefined },
     watching: flag('watch', o.watch, true),
     dashboard: o.dashboard,
     log: (o.log as ServeOptions['log']) ?? (() => undefined),
@@ -294,8 +294,11 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
       // watched directory would otherwise reload it for ever.
       if (next.source === rules.config.source) return true;
       // Requests in flight keep the rules they started with; the next ones take the new.
+      const previous = rules;
       rules = new Rules(next, settings, metrics, dashboard?.recorder);
       log(`sluice serve: config reloaded: ${summary(rules.config)}`);
+      // Its leases go back to the store; a call still deciding by it asks the store.
+      await previous.close();
       return true;
     } catch (error) {
       log(`${messageOf(error)}; the change is refused and the previous config keeps serving`);
@@ -329,6 +332,8 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
       await stopGrpc(grpc);
       await stopHttp(httpServer);
       await reloading;
+      // Every call is answered: the leases go back to the store before it is closed.
+      await rules.close();
     },
   };
 }

@@ -95,6 +95,33 @@ export default tseslint.config(
       ],
     },
   },
+  // sluice serve is a client of the public API (docs/architecture.md, "Layers"): what src/index.ts and
+  // the package's subpaths export (src/adapters/node.ts is sluice/node), and src/core's utilities.
+  ...[
+    { files: ['src/serve/**/*.ts'], internals: [] },
+    {
+      // The service feeds the dashboard's recorder by rule and descriptor; the public Dashboard is
+      // fed by observed limiters, and has no such entry yet.
+      files: ['src/serve/dashboard.ts'],
+      internals: ['dashboard/recorder'],
+    },
+  ].map(({ files, internals }) => ({
+    files,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: `^\\.\\./(?!((${['index', 'adapters/node', ...internals].join('|')})\\.js$|core/))`,
+              message:
+                'src/serve uses the public API: import it from src/index.ts or src/adapters/node.ts, or src/core (docs/architecture.md, "Layers")',
+            },
+          ],
+        },
+      ],
+    },
+  })),
   {
     files: ['src/**/*.ts'],
     // Node's Redis clients and Fastify hand over and take Buffers; nothing else needs one.
@@ -137,12 +164,6 @@ export default tseslint.config(
     // The memory store's state and its hot path (execute) share one closure, whose every access is on
     // the path docs/performance.md measures; split it only with a measurement beside it.
     files: ['src/stores/memory.ts'],
-    rules: { 'max-lines-per-function': 'off' },
-  },
-  {
-    // createServer starts the transports, health and metrics and shuts them down in order; it is left
-    // for the change that moves src/serve onto the public API alone (issue 30, item 5).
-    files: ['src/serve/server.ts'],
     rules: { 'max-lines-per-function': 'off' },
   },
   {

@@ -1,7 +1,7 @@
 /**
  * The Lua that sluice sends to Redis, as files: what src/engine/driver.ts and batch.ts assemble,
  * byte for byte, checked in beside this file. A change to the Lua then shows as a Lua diff in
- * review (test/unit/lua-files.test.ts fails until the files are written again), and the line of a
+ * review (test/lua/scripts.test.ts fails until the files are written again), and the line of a
  * `user_script:NN` error is line NN of its file (the SHA the error names is the file's SHA-1).
  *
  *   npm run -s scripts                           every checked-in script, each under its file's name

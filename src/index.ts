@@ -1,4 +1,11 @@
 export { createLimiter, type LimiterOptions } from './limiter/limiter.js';
+export {
+  createJointLimiter,
+  type JointDecision,
+  type JointLimiter,
+  type JointLimiterOptions,
+  type JointPart,
+} from './limiter/joint.js';
 export type {
   CostByUnit,
   Decision,

@@ -1,10 +1,10 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { optionsObject, positiveInteger } from '../core/validate.js';
+import { defineAlgorithm, undecided, type Decided } from '../engine/algorithm.js';
 import { setCell, type Cell } from '../engine/script.js';
 import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
-import { rateName } from './policy.js';
+import { windowPolicy } from './policy.js';
 
 export interface FixedWindowOptions {
   /** Requests admitted per window. */
@@ -141,16 +141,5 @@ export function fixedWindow(options: FixedWindowOptions): Policy {
   const o = optionsObject('fixedWindow', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit);
   const windowMs = parseDuration('window', o.window, MIN_WINDOW_MS);
-  return definePolicy(
-    {
-      algorithm: 'fixed-window',
-      name: policyName(o.name, rateName(limit, windowMs)),
-      counts: policyUnit(o.counts),
-      limit,
-      windowMs,
-      maxCost: limit,
-    },
-    algorithm,
-    [limit, windowMs],
-  );
+  return windowPolicy('fixed-window', algorithm, o, limit, windowMs);
 }

@@ -1,10 +1,10 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { optionsObject, positiveInteger } from '../core/validate.js';
+import { defineAlgorithm, undecided, type Decided } from '../engine/algorithm.js';
 import { deleteCell, setCell, type Cell } from '../engine/script.js';
 import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
-import { rateName } from './policy.js';
+import { windowPolicy } from './policy.js';
 import { sortedSetReaderLua } from './sorted-set-reader.js';
 
 export interface SlidingLogOptions {
@@ -220,16 +220,5 @@ export function slidingLog(options: SlidingLogOptions): Policy {
   const o = optionsObject('slidingLog', options, ['limit', 'window', 'name', 'counts'], WINDOW_PEER_NAMES);
   const limit = positiveInteger('limit', o.limit, SLIDING_LOG_MAX_LIMIT);
   const windowMs = parseDuration('window', o.window);
-  return definePolicy(
-    {
-      algorithm: 'sliding-log',
-      name: policyName(o.name, rateName(limit, windowMs)),
-      counts: policyUnit(o.counts),
-      limit,
-      windowMs,
-      maxCost: limit,
-    },
-    algorithm,
-    [limit, windowMs],
-  );
+  return windowPolicy('sliding-log', algorithm, o, limit, windowMs);
 }

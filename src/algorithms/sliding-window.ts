@@ -1,11 +1,11 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { Policy } from '../core/types.js';
-import { optionsObject, policyName, policyUnit, positiveInteger } from '../core/validate.js';
-import { defineAlgorithm, definePolicy, undecided, type Decided } from '../engine/algorithm.js';
+import { optionsObject, positiveInteger } from '../core/validate.js';
+import { defineAlgorithm, undecided, type Decided } from '../engine/algorithm.js';
 import { deleteCell, setCell } from '../engine/script.js';
 import { WINDOW_PEER_NAMES } from '../core/peer-names.js';
-import { rateName } from './policy.js';
+import { windowPolicy } from './policy.js';
 
 export interface SlidingWindowOptions {
   /** Requests admitted per window, estimated over a window that slides. */
@@ -218,16 +218,5 @@ export function slidingWindow(options: SlidingWindowOptions): Policy {
       `at most ${mostExact} for a window of ${windowMs} ms, so that the weighted count (three times limit * window, in request-ms) stays exact below 2^53`,
     );
   }
-  return definePolicy(
-    {
-      algorithm: 'sliding-window',
-      name: policyName(o.name, rateName(limit, windowMs)),
-      counts: policyUnit(o.counts),
-      limit,
-      windowMs,
-      maxCost: limit,
-    },
-    algorithm,
-    [limit, windowMs],
-  );
+  return windowPolicy('sliding-window', algorithm, o, limit, windowMs);
 }

@@ -2,7 +2,7 @@
  * SHA-1 and SHA-256 of a string's UTF-8 bytes, computed synchronously. Web Crypto's digest is a Promise,
  * but a script's SHA (which Redis knows it by: the SHA-1 of its exact text) and a long key's hashed
  * Redis key are needed synchronously, so sluice runs these two small FIPS 180-4 functions itself
- * and needs no `node:crypto`. Tested against `node:crypto` in test/unit/digest.test.ts.
+ * and needs no `node:crypto`. Tested against `node:crypto` in test/core/digest.test.ts.
  */
 
 const utf8 = new TextEncoder();

@@ -3,7 +3,7 @@ import type { PolicyDecision } from '../core/types.js';
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
 // The reason phrases of the error statuses, as node:http's STATUS_CODES spells them, so that a
-// title reads the same in every runtime (test/unit/http.test.ts compares them).
+// title reads the same in every runtime (test/http/problem.test.ts compares them).
 const REASON_PHRASES: Readonly<Record<number, string>> = {
   400: 'Bad Request',
   401: 'Unauthorized',

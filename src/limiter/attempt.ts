@@ -5,7 +5,7 @@ import { decisionReplyLength } from '../engine/reply.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
 import type { Store } from '../engine/store.js';
 import { promiseFor, type Settlers } from '../engine/promise-settlers.js';
-import { TIMER_SLACK_MS, type Deadlines, type Pending } from './deadlines.js';
+import { TIMER_SLACK_MS, type Deadlines, type Pending } from '../core/deadlines.js';
 import { decisionOf } from './decision.js';
 import { DENY_RETRY_AFTER_MS, type StoreErrorPolicy } from './failure-options.js';
 

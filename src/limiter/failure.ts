@@ -5,7 +5,7 @@ import type { EnginePolicy } from '../engine/algorithm.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
 import type { Store } from '../engine/store.js';
 import { Deciding, Settling, type Answer, type DecidingMethod, type Outages } from './attempt.js';
-import { Deadlines } from './deadlines.js';
+import { Deadlines } from '../core/deadlines.js';
 import { storeErrorPolicy, storeWatcher, timeoutOption } from './failure-options.js';
 
 export type { FailureOptions, StoreErrorPolicy } from './failure-options.js';

@@ -42,7 +42,7 @@ const LIMITER_OPTIONS = [
   'onRecovery',
 ];
 
-function isStore(value: unknown): value is Store {
+export function isStore(value: unknown): value is Store {
   return typeof value === 'object' && value !== null && typeof (value as Store).run === 'function';
 }
 

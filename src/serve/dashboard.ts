@@ -1,12 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidOptionError } from '../core/errors.js';
 import { nestedOptions } from '../core/validate.js';
-import { answerDashboard } from '../adapters/node-http.js';
-import { dashboardHandler } from '../dashboard/handler.js';
-import type { KeyDisplay } from '../dashboard/key-display.js';
-import { keyStateOf, Recorder, type KeyState } from '../dashboard/recorder.js';
+import { dashboard } from '../adapters/node.js';
+import type { KeyDisplay, KeyState } from '../index.js';
+// The one import of the library's internals (eslint.config.js): the service feeds the recorder by
+// rule and descriptor, which the public Dashboard (fed by observed limiters) does not offer.
+import { keyStateOf, Recorder } from '../dashboard/recorder.js';
 import { describeConfig } from './config.js';
 import type { Rules } from './rules.js';
+
+/** What the service's decisions tell the dashboard: outcomes by rule and key, latency, the store's outages. */
+export type ServiceRecorder = Pick<Recorder, 'seriesOf' | 'timed' | 'watcher'>;
 
 /** `sluice serve --dashboard`: the live dashboard at /dashboard on the HTTP port (docs/dashboard.md). */
 export interface ServeDashboardOptions {
@@ -18,7 +22,7 @@ export interface ServeDashboardOptions {
 
 /** The service's dashboard: a recorder its decisions feed, and the HTTP route that shows it. */
 export interface ServeDashboard {
-  readonly recorder: Recorder;
+  readonly recorder: ServiceRecorder;
   readonly answer: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 }
 
@@ -59,6 +63,5 @@ export function serveDashboard(option: unknown, currentRules: () => Rules): Serv
       (error: unknown) => [{ name, error: String(error) }],
     );
   };
-  const handle = dashboardHandler(recorder, o.token === undefined ? {} : { token: o.token as string });
-  return { recorder, answer: answerDashboard(handle) };
+  return { recorder, answer: dashboard(recorder, o.token === undefined ? {} : { token: o.token as string }) };
 }

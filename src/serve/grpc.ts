@@ -10,7 +10,7 @@ import {
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TlsOptions } from 'node:tls';
-import { Deadlines, type Pending } from '../limiter/deadlines.js';
+import { Deadlines, type Pending } from '../core/deadlines.js';
 
 // gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md), as much as a server of unary and
 // server-streaming calls needs, on node:http2: its HTTP/2 (framing, HPACK, flow control) is

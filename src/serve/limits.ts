@@ -1,11 +1,6 @@
-import { fixedWindow } from '../algorithms/fixed-window.js';
-import { gcra } from '../algorithms/gcra.js';
-import { slidingLog } from '../algorithms/sliding-log.js';
-import { slidingWindow } from '../algorithms/sliding-window.js';
-import { tokenBucket } from '../algorithms/token-bucket.js';
 import { parseDuration } from '../core/duration.js';
 import { InvalidOptionError } from '../core/errors.js';
-import type { Policy } from '../core/types.js';
+import { fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket, type Policy } from '../index.js';
 import { at, type Fields, type Reader } from './config-reader.js';
 
 const DAY_MS = 86_400_000;

@@ -1,5 +1,4 @@
-import type { StoreWatcher } from '../core/types.js';
-import type { MeterLike, MetricAttributes } from '../limiter/observe.js';
+import type { MeterLike, MetricAttributes, StoreWatcher } from '../index.js';
 
 /** One series: plain data, also as it is sent between processes. */
 interface Series {

@@ -1,5 +1,5 @@
 import { messageOf } from '../core/errors.js';
-import { asLocalStore, type Store } from '../engine/store.js';
+import type { Store } from '../index.js';
 import { GrpcError, Status, type UnaryMethod } from './grpc.js';
 import { RATE_LIMIT_SERVICE } from './health.js';
 import { decodeRateLimitRequest } from './protobuf.js';
@@ -29,7 +29,9 @@ export function withCallDeadlines(store: Store): CallDeadlines {
       ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
     } as Store,
   };
-  if (store.runLocal !== undefined) asLocalStore(deadlines.store, store.runLocal);
+  // A store deciding in this process answers at once, so a deadline cannot pass: its local step is
+  // kept, not enumerable, as the Store type says of runLocal.
+  if (store.runLocal !== undefined) Object.defineProperty(deadlines.store, 'runLocal', { value: store.runLocal });
   return deadlines;
 }
 

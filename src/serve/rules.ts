@@ -1,15 +1,20 @@
-import { fixedWindow } from '../algorithms/fixed-window.js';
-import type { Duration } from '../core/duration.js';
-import type { Limiter, Policy } from '../core/types.js';
-import type { Store } from '../engine/store.js';
-import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
-import { createJointLimiter, type JointLimiter, type JointPart } from '../limiter/joint.js';
-import { createLimiter } from '../limiter/limiter.js';
-import { observe } from '../limiter/observe.js';
+import {
+  createJointLimiter,
+  createLimiter,
+  fixedWindow,
+  observe,
+  type DeniedCacheOptions,
+  type Duration,
+  type JointLimiter,
+  type JointPart,
+  type Limiter,
+  type Policy,
+  type Store,
+} from '../index.js';
 import { nodesOf, type Domain, type RuleNode, type ServeConfig } from './config.js';
+import type { ServiceRecorder } from './dashboard.js';
 import { UNIT_MS, type ReportedLimit, type RuleLease, type UnitName } from './limits.js';
 import { matchDescriptor, type Entry, type Match } from './match.js';
-import type { Recorder } from '../dashboard/recorder.js';
 import { BadRequestError, type RateLimitRequest, type RequestDescriptor } from './messages.js';
 import type { JsonObject } from './metadata.js';
 import type { Metrics } from './metrics.js';
@@ -90,7 +95,7 @@ export class Rules {
     private readonly settings: LimiterSettings,
     private readonly metrics: Metrics,
     /** The dashboard's recorder (`--dashboard`): told each decision's latency, and the store's outages. */
-    private readonly dashboard?: Recorder,
+    private readonly dashboard?: ServiceRecorder,
   ) {
     const { store, prefix, timeout, onStoreError } = settings;
     this.joint = createJointLimiter({

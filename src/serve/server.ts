@@ -1,26 +1,23 @@
 import { watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { fixedWindow } from '../algorithms/fixed-window.js';
-import type { DeniedCacheOptions } from '../limiter/denied-cache.js';
-import { parseDuration, type Duration } from '../core/duration.js';
+import { parseDuration } from '../core/duration.js';
 import { InvalidOptionError, messageOf } from '../core/errors.js';
 import { validPrefix } from '../core/keys.js';
-import { createLimiter } from '../limiter/limiter.js';
 import { optionsObject } from '../core/validate.js';
-import type { Store } from '../engine/store.js';
+import { createLimiter, fixedWindow, type DeniedCacheOptions, type Duration, type Store } from '../index.js';
 import { describeConfig, loadConfig, nodesOf, type ServeConfig } from './config.js';
 import { startGrpc, stopGrpc } from './grpc.js';
 import { Health } from './health.js';
-import { serveDashboard, type ServeDashboardOptions } from './dashboard.js';
-import { startHttp, stopHttp } from './http.js';
+import { serveDashboard, type ServeDashboard, type ServeDashboardOptions } from './dashboard.js';
+import { startHttp, stopHttp, type HttpRoutes } from './http.js';
 import { Certificates, tlsOptions, type SecureServer, type TlsOptions } from './tls.js';
 import type { ServicePeers } from './workers.js';
 import { Metrics } from './metrics.js';
 import { shouldRateLimit, withCallDeadlines } from './rate-limit.js';
 import type { RateLimitRequest, RateLimitResponse } from './messages.js';
 import { Rules, type LimiterSettings } from './rules.js';
-import { decide } from './service.js';
+import { decide, type DecideOptions } from './service.js';
 
 export interface ServeOptions {
   /** A configuration file in envoyproxy/ratelimit's YAML, or a directory of them (merged per domain). */
@@ -222,6 +219,55 @@ async function settingsOf(options: ServeOptions) {
 }
 
 /**
+ * The configuration read again: its rules, or `current` when no config file changed, or undefined,
+ * `log` told why, when it is refused. A watch event that changed no config file (another file in
+ * the directory, one touched) keeps the rules, their limiters and denied caches, and says nothing:
+ * a log written into the watched directory would otherwise reload it for ever.
+ */
+async function reread(
+  current: Rules,
+  read: () => Promise<ServeConfig>,
+  rulesOf: (config: ServeConfig) => Rules,
+  log: (line: string) => void,
+): Promise<Rules | undefined> {
+  try {
+    const next = await read();
+    if (next.source === current.config.source) return current;
+    const rules = rulesOf(next);
+    log(`sluice serve: config reloaded: ${summary(rules.config)}`);
+    return rules;
+  } catch (error) {
+    log(`${messageOf(error)}; the change is refused and the previous config keeps serving`);
+    return undefined;
+  }
+}
+
+/** The HTTP port's routes, answering by the rules serving now (`rulesNow()`). */
+function httpRoutes(
+  rulesNow: () => Rules,
+  decideOptions: DecideOptions,
+  health: Health,
+  peers: ServicePeers | undefined,
+  dashboard: ServeDashboard | undefined,
+): HttpRoutes {
+  const { metrics } = decideOptions;
+  return {
+    decide: async (request: RateLimitRequest): Promise<RateLimitResponse> => {
+      metrics.inFlight('http', 1);
+      try {
+        return await decide(rulesNow(), request, decideOptions);
+      } finally {
+        metrics.inFlight('http', -1);
+      }
+    },
+    unhealthy: () => health.check(),
+    metrics: () => (peers ? peers.metrics() : metrics.render()),
+    rlconfig: () => describeConfig(rulesNow().config),
+    dashboard: dashboard?.answer,
+  };
+}
+
+/**
  * Starts a rate-limit service: Envoy's RateLimitService over gRPC, and /json, /healthcheck,
  * /metrics and /rlconfig over HTTP, deciding by the rules of `config`. Rejects with
  * InvalidConfigError for a bad configuration and InvalidOptionError for a bad option.
@@ -247,7 +293,8 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
   const metrics = new Metrics();
   peers?.answer({ unhealthy: own, families: () => metrics.snapshot() });
   const dashboard = serveDashboard(o.dashboard, () => rules);
-  let rules = new Rules(await loadConfig(configPath, configOptions), settings, metrics, dashboard?.recorder);
+  const rulesOf = (config: ServeConfig) => new Rules(config, settings, metrics, dashboard?.recorder);
+  let rules = rulesOf(await loadConfig(configPath, configOptions));
 
   const decideOptions = { ...o.decide, metrics, dashboard: dashboard?.recorder };
   const secure = certificates?.serverOptions();
@@ -259,25 +306,8 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
   );
   let http;
   try {
-    http = await startHttp(
-      {
-        decide: async (request: RateLimitRequest): Promise<RateLimitResponse> => {
-          metrics.inFlight('http', 1);
-          try {
-            return await decide(rules, request, decideOptions);
-          } finally {
-            metrics.inFlight('http', -1);
-          }
-        },
-        unhealthy: () => health.check(),
-        metrics: () => (peers ? peers.metrics() : metrics.render()),
-        rlconfig: () => describeConfig(rules.config),
-        dashboard: dashboard?.answer,
-      },
-      host,
-      o.httpPort,
-      secure,
-    );
+    const routes = httpRoutes(() => rules, decideOptions, health, peers, dashboard);
+    http = await startHttp(routes, host, o.httpPort, secure);
   } catch (error) {
     health.stop();
     await stopGrpc(grpc);
@@ -287,23 +317,14 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
 
   let reloading: Promise<boolean> = Promise.resolve(true);
   async function reloadOnce(): Promise<boolean> {
-    try {
-      const next = await loadConfig(configPath, configOptions);
-      // A watch event that changed no config file (another file in the directory, one touched) keeps
-      // the rules, their limiters and denied caches, and says nothing: a log written into the
-      // watched directory would otherwise reload it for ever.
-      if (next.source === rules.config.source) return true;
-      // Requests in flight keep the rules they started with; the next ones take the new.
-      const previous = rules;
-      rules = new Rules(next, settings, metrics, dashboard?.recorder);
-      log(`sluice serve: config reloaded: ${summary(rules.config)}`);
-      // Its leases go back to the store; a call still deciding by it asks the store.
-      await previous.close();
-      return true;
-    } catch (error) {
-      log(`${messageOf(error)}; the change is refused and the previous config keeps serving`);
-      return false;
-    }
+    // Requests in flight keep the rules they started with; the next ones take the new.
+    const next = await reread(rules, () => loadConfig(configPath, configOptions), rulesOf, log);
+    if (next === undefined || next === rules) return next !== undefined;
+    const previous = rules;
+    rules = next;
+    // Its leases go back to the store; a call still deciding by it asks the store.
+    await previous.close();
+    return true;
   }
   const reloadConfig = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
 

@@ -1,14 +1,18 @@
 import { bindingPolicy } from '../core/binding.js';
-import type { Decision, LimitOptions, PolicyDecision } from '../core/types.js';
-import type { JointPart } from '../limiter/joint.js';
-import { rateLimitHeaders } from '../http/headers.js';
+import {
+  rateLimitHeaders,
+  type Decision,
+  type JointPart,
+  type LimitOptions,
+  type Outcome,
+  type PolicyDecision,
+} from '../index.js';
+import type { ServiceRecorder } from './dashboard.js';
 import type { Entry } from './match.js';
 import type { DescriptorStatus, RateLimitRequest, RateLimitResponse } from './messages.js';
 import { mergeMetadata, type JsonObject, type JsonValue } from './metadata.js';
 import type { Metrics } from './metrics.js';
 import type { Plan, Rules } from './rules.js';
-import type { Recorder } from '../dashboard/recorder.js';
-import type { Outcome } from '../dashboard/series.js';
 
 const NO_HEADERS: readonly Entry[] = [];
 
@@ -153,7 +157,10 @@ async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict 
   if (!joint) alone.push(...together);
   // Asked at once, so that the joint call and the others go out in one batch.
   const [decided] = joint
-    ? await Promise.all([rules.joint.limit(parts, refused ? 'peek' : 'limit'), askEach(plans, alone, asked, found)])
+    ? await Promise.all([
+        refused ? rules.joint.peek(parts) : rules.joint.limit(parts),
+        askEach(plans, alone, asked, found),
+      ])
     : [undefined, await askEach(plans, alone, asked, found)];
   if (decided) {
     const taken = decided.allowed && !refused && decided.reason === undefined;
@@ -228,7 +235,7 @@ export interface DecideOptions {
   readonly dynamicMetadata: boolean;
   readonly metrics: Metrics;
   /** The dashboard's recorder (`--dashboard`): told each limited descriptor's outcome, by rule and key. */
-  readonly dashboard?: Recorder | undefined;
+  readonly dashboard?: ServiceRecorder | undefined;
 }
 
 /** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */

@@ -46,7 +46,7 @@ describe('sluice demo --html', () => {
   });
   after(() => rm(dir, { recursive: true, force: true }));
 
-  it('prints the demo (its lines are checked in test/integration/demo.test.ts), then where the report went', () => {
+  it('prints the demo (its lines are checked in test/cli/demo.test.ts), then where the report went', () => {
     assert.equal(lines.length, 11, lines.join('\n'));
     assert.equal(lines[4], 'fixed window: allowed in 200 ms around the edge: 10 of 10 (limit is 5 per second)');
     assert.equal(lines[10], `report written to ${reportFile}`);
@@ -101,7 +101,7 @@ describe('sluice demo --html', () => {
         }),
       );
       // GCRA's second burst gets one request or none, depending on which side of 200 ms the measured
-      // gap falls (see test/integration/demo.test.ts); the page must show whichever it measured.
+      // gap falls (see test/cli/demo.test.ts); the page must show whichever it measured.
       const [fixed, log, bucket, evenlySpaced, weighted] = timelines;
       const gcraAdmitted = evenlySpaced?.admitted ?? 0;
       assert.ok(gcraAdmitted === 5 || gcraAdmitted === 6, String(gcraAdmitted));

@@ -223,7 +223,7 @@ for (const storeCase of harness.cases) {
         const limiter = limiterOn(storeCase, { policy: gcra({ limit: 2, period: 400, burst: 1 }) });
         // Timed from before the first call: the store admits the second one 200 ms after the first by
         // its own clock, so no slowness here can shorten the wait. (Timed from after it, a late resume
-        // did: 149 ms once, under load.) test/unit/wait-for.test.ts times it exactly, on a fake clock.
+        // did: 149 ms once, under load.) test/limiter/built-on-limit.test.ts times it exactly, on a fake clock.
         const started = Date.now();
         await limiter.limit('k');
         const decision = await limiter.waitFor('k');

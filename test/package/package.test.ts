@@ -12,6 +12,7 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const API = [
   'createLimiter',
+  'createJointLimiter',
   'fixedWindow',
   'slidingLog',
   'tokenBucket',

@@ -116,7 +116,7 @@ describe('batches: decisions asked in one tick share one EVALSHA', () => {
     assert.equal((await limiter.peek('a')).remaining, 2);
   });
 
-  it('a key of the wrong type in a batch is healed and decided, as are the rest (a failing request fails alone: batch-reply.test.ts)', async () => {
+  it('a key of the wrong type in a batch is healed and decided, as are the rest (a failing request fails alone: test/stores/redis.test.ts)', async () => {
     const prefix = uniquePrefix();
     const limiter = createLimiter({
       store: redisStore(harness.redis),

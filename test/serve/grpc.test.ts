@@ -9,7 +9,7 @@ import { configDir, descriptor, protoFields, rlsClient } from '../support/rls.js
 import { PATIENT, useServices, type Service } from '../support/service.js';
 
 // sluice serve's gRPC on the wire, asked of the built command as a process: by hand-framed HTTP/2
-// as Envoy sends it, and by @grpc/grpc-js. What it decides is in serve.test.ts.
+// as Envoy sends it, and by @grpc/grpc-js. What it decides is in service.test.ts.
 
 const services = useServices();
 const configs: Awaited<ReturnType<typeof configDir>>[] = [];

@@ -1,4 +1,14 @@
-import { fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket, type Decision } from '../../src/index.js';
+import {
+  createLimiter,
+  fixedWindow,
+  gcra,
+  memoryStore,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  type Decision,
+  type Policy,
+} from '../../src/index.js';
 import { enginePolicy, type EnginePolicy } from '../../src/engine/algorithm.js';
 
 /**
@@ -39,4 +49,11 @@ export interface PolicyExtras {
 /** A decision's numbers, without its per-policy details, for comparing with a literal. */
 export function numbers({ allowed, limit, remaining, resetAfterMs, retryAfterMs }: Decision) {
   return { allowed, limit, remaining, resetAfterMs, retryAfterMs };
+}
+
+/** A limiter on the memory store with a clock the test moves by hand. */
+export function withClock(policy: Policy, start = 1_000_000) {
+  const clock = { now: start };
+  const limiter = createLimiter({ store: memoryStore({ now: () => clock.now }), policy });
+  return { clock, limiter };
 }

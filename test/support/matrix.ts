@@ -7,12 +7,12 @@ import { cachedServer, type MatrixServer } from './servers.js';
 /** The test files run on each server of the matrix too, besides the redis-server on PATH. */
 export const MATRIX_FILES = [
   'test/conformance/conformance.test.ts',
-  'test/conformance/joint.test.ts',
+  'test/limiter/joint.test.ts',
   'test/conformance/operations.test.ts',
-  'test/integration/acl.test.ts',
-  'test/integration/late-calls.test.ts',
-  'test/integration/script-lines.test.ts',
-  'test/integration/cluster.test.ts',
+  'test/redis/acl.test.ts',
+  'test/redis/late-calls.test.ts',
+  'test/redis/script-lines.test.ts',
+  'test/redis/cluster.test.ts',
 ];
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { createLimiter, fixedWindow, redisStore } from '../../src/index.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 import { policyKey } from '../support/keys.js';
+import { numbers, withClock } from '../support/algorithms.js';
 
 const harness = useRedis();
 
@@ -46,5 +47,53 @@ describe('fixed window in Redis: what each call writes', () => {
     assert.equal(await l.refund('k', 1), true);
     assert.equal(await harness.redis.get(key), '2');
     assert.ok((await harness.redis.pttl(key)) > 0, 'the refund set a TTL');
+  });
+});
+
+describe('fixedWindow twin', () => {
+  it('aligns windows to the clock and reports the exact time to the window end', async () => {
+    const { clock, limiter } = withClock(fixedWindow({ limit: 2, window: '1s' }), 10_250);
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: true,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 750,
+      retryAfterMs: 0,
+    });
+    clock.now = 10_900;
+    assert.equal((await limiter.limit('k')).remaining, 0);
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: false,
+      limit: 2,
+      remaining: 0,
+      resetAfterMs: 100,
+      retryAfterMs: 100,
+    });
+    clock.now = 10_999;
+    assert.equal((await limiter.limit('k')).allowed, false);
+    clock.now = 11_000;
+    assert.deepEqual(numbers(await limiter.limit('k')), {
+      allowed: true,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 1000,
+      retryAfterMs: 0,
+    });
+  });
+
+  it('does not count denied requests', async () => {
+    const { limiter } = withClock(fixedWindow({ limit: 3, window: '1m' }));
+    await limiter.limit('k', { cost: 2 });
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, false);
+    assert.equal((await limiter.limit('k', { cost: 1 })).allowed, true);
+  });
+
+  it('admits 10 of 10 around an edge', async () => {
+    const { clock, limiter } = withClock(fixedWindow({ limit: 5, window: '1s' }), 4_900);
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    clock.now = 5_100;
+    for (let i = 0; i < 5; i++) admitted += (await limiter.limit('k')).allowed ? 1 : 0;
+    assert.equal(admitted, 10);
   });
 });

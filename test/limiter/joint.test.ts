@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CostExceedsLimitError, InvalidArgumentError, InvalidOptionError, createLimiter } from '../../src/index.js';
+import {
+  CostExceedsLimitError,
+  InvalidArgumentError,
+  InvalidOptionError,
+  createJointLimiter,
+  createLimiter,
+  type JointPart,
+} from '../../src/index.js';
 import { hashSlot } from '../../src/stores/slot.js';
-import { createJointLimiter, type JointPart } from '../../src/limiter/joint.js';
 import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix, useRedis } from '../support/redis.js';
 
@@ -53,7 +59,7 @@ for (const storeCase of harness.cases) {
         const narrowAlone = createLimiter({ store, prefix, policy: narrow, timeout: '1m' });
         assert.equal((await narrowAlone.peek(sameSlotB)).allowed, false);
         // A peek counts nothing either way.
-        const peeked = await joint.limit([{ key: sameSlotA, policies: [wide], cost: 3 }], 'peek');
+        const peeked = await joint.peek([{ key: sameSlotA, policies: [wide], cost: 3 }]);
         assert.equal(peeked.allowed, true);
         assert.equal((await wideAlone.peek(sameSlotA)).remaining, 3);
       });
@@ -80,6 +86,9 @@ for (const storeCase of harness.cases) {
         next.parts.map(([p]) => p?.allowed),
         [true, false],
       );
+      // A part that names no cost costs 1.
+      const defaulted = await joint.limit([{ key: sameSlotA, policies: [policy] }]);
+      assert.equal(defaulted.parts[0]?.[0]?.remaining, 2);
     });
 
     it(
@@ -126,5 +135,15 @@ describe('joint decisions: bad input', () => {
       () => createJointLimiter({ store, onStoreError: fallback as unknown as 'allow' }),
       InvalidOptionError,
     );
+    assert.throws(() => createJointLimiter({ store, onStoreError: 'open' as 'allow' }), {
+      name: 'InvalidOptionError',
+      message: `sluice: option "onStoreError" must be 'allow' or 'deny': a fallback limiter decides one key; got "open"`,
+    });
+    assert.throws(() => createJointLimiter({ store, penalty: {} } as never), {
+      name: 'InvalidOptionError',
+      message: /createJointLimiter.*penalty/,
+    });
+    assert.throws(() => createJointLimiter({ store: {} as never }), { name: 'InvalidOptionError', message: /store/ });
+    await assert.rejects(joint.limit([null as never]), InvalidArgumentError);
   });
 });

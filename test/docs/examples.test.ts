@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { startRedisServer } from '../../src/cli/redis-server.js';
 import { useRedis } from '../support/redis.js';
-import { get } from './apps.js';
+import { get } from '../adapters/apps.js';
 
 const root = new URL('../../', import.meta.url);
 const harness = useRedis();

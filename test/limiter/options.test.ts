@@ -10,39 +10,7 @@ import {
   tokenBucket,
 } from '../../src/index.js';
 import { SLIDING_LOG_MAX_LIMIT } from '../../src/algorithms/sliding-log.js';
-import { parseDuration } from '../../src/core/duration.js';
-
-/** Asserts that `build` throws InvalidOptionError naming `option` and showing the bad value. */
-function rejectsOption(build: () => unknown, option: string, shown: string): void {
-  assert.throws(build, (error: unknown) => {
-    assert.ok(error instanceof InvalidOptionError, String(error));
-    assert.equal(error.code, 'SLUICE_INVALID_OPTION');
-    assert.equal(error.option, option);
-    assert.match(error.message, new RegExp(`"${option}"`));
-    assert.ok(error.message.includes(shown), `${error.message} should show ${shown}`);
-    assert.equal(error.docs, 'docs/errors.md#sluice_invalid_option');
-    return true;
-  });
-}
-
-describe('durations', () => {
-  it('parses milliseconds and unit strings', () => {
-    assert.equal(parseDuration('window', 1500), 1500);
-    assert.equal(parseDuration('window', '250ms'), 250);
-    assert.equal(parseDuration('window', '1s'), 1000);
-    assert.equal(parseDuration('window', '1.5s'), 1500);
-    assert.equal(parseDuration('window', '1m'), 60_000);
-    assert.equal(parseDuration('window', '1h'), 3_600_000);
-    assert.equal(parseDuration('window', '1d'), 86_400_000);
-  });
-
-  it('rejects what is not a positive whole number of ms', () => {
-    for (const bad of ['1x', '', 'ms', '-1s', '1 s', '0.5ms', 0, -5, 1.5, Number.NaN, Infinity, '400d'])
-      rejectsOption(() => parseDuration('window', bad), 'window', bad === '' ? '""' : String(bad));
-    rejectsOption(() => parseDuration('window', null), 'window', 'null');
-    rejectsOption(() => parseDuration('window', {}), 'window', 'an object');
-  });
-});
+import { rejectsOption } from '../support/options.js';
 
 describe('policy options', () => {
   it('fixedWindow', () => {

@@ -39,7 +39,7 @@ describe('demo', () => {
     );
     // GCRA at 5 per second earns one request every 200 ms, and the bursts are 200 ms apart: whether
     // the second burst gets that one depends on which side of 200 ms the measured gap falls.
-    // test/unit/algorithms.test.ts pins both sides with a fake clock.
+    // test/algorithms/gcra.test.ts pins both sides with a fake clock.
     assert.match(lines[7] ?? '', /^gcra {8}: allowed in 200 ms around the edge: [56] of 10$/);
     assert.equal(lines[8], 'sliding window: allowed in 200 ms around the edge: 5 of 10');
     assert.equal(lines[9], 'concurrency : 3 slots, 5 overlapping calls -> 1 1 1 0 0, one released -> 1');

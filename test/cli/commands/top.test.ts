@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import type { RedisServer } from '../../src/cli/redis-server.js';
-import type { DashboardSnapshot } from '../../src/index.js';
-import { startTestServer } from '../support/servers.js';
-import { PATIENT, useServices, type Service } from '../support/service.js';
+import type { RedisServer } from '../../../src/cli/redis-server.js';
+import type { DashboardSnapshot } from '../../../src/index.js';
+import { startTestServer } from '../../support/servers.js';
+import { PATIENT, useServices, type Service } from '../../support/service.js';
 
 // The built command, in a real terminal: tmux on a socket of this test's own.
 const CLI = 'dist/esm/cli/main.js';

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Cluster } from 'ioredis';
-import { freePort, startRedisServer } from '../../src/cli/redis-server.js';
-import { waitFor } from '../support/cluster.js';
-import { startProxy } from '../support/proxy.js';
-import { uniquePrefix, useRedis } from '../support/redis.js';
-import { configDir, descriptor } from '../support/rls.js';
-import { PATIENT, useServices, type Service } from '../support/service.js';
+import { freePort, startRedisServer } from '../../../src/cli/redis-server.js';
+import { waitFor } from '../../support/cluster.js';
+import { startProxy } from '../../support/proxy.js';
+import { uniquePrefix, useRedis } from '../../support/redis.js';
+import { configDir, descriptor } from '../../support/rls.js';
+import { PATIENT, useServices, type Service } from '../../support/service.js';
 
 // `sluice serve` as operators run it: several processes on one Redis, stopped by SIGTERM, its
-// configuration changed under load, a bad one refused at start. What it answers is in serve.test.ts.
+// configuration changed under load, a bad one refused at start. What it answers is in test/serve/service.test.ts.
 
 const harness = useRedis({ cluster: true });
 const services = useServices();

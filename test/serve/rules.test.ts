@@ -5,7 +5,7 @@ import { uniquePrefix } from '../support/redis.js';
 import { descriptor, withConfig } from '../support/rls.js';
 import { PATIENT, useServiceRedis, useServices, type Service } from '../support/service.js';
 
-// `sluice serve` with a leased rule (`lease` under its rate_limit), as processes on a real Redis:
+// Rules: `sluice serve` with a leased rule (`lease` under its rate_limit), as processes on a real Redis:
 // exact across processes, the hot key's calls mostly kept from Redis, a request's descriptors still
 // one decision, and the leases given back on SIGTERM and on reload.
 

@@ -1,4 +1,4 @@
-import { afterThisTurn, holdProcessOpen, timersOutliveRequests } from '../core/host.js';
+import { afterThisTurn, holdProcessOpen, timersOutliveRequests } from './host.js';
 
 // Node runs timers by a clock of whole ms, so one may fire up to 1 ms before performance.now()
 // reaches its time. A call due that soon is answered then rather than a turn of the event loop

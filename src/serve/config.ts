@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { formatDuration } from '../core/duration.js';
 import { InvalidConfigError } from '../core/errors.js';
 import { Reader, at, readDocuments } from './config-reader.js';
-import { parseLimits, type DenyAll, type Limit, type ReportedLimit } from './limits.js';
+import { parseLimits, type DenyAll, type Limit, type ReportedLimit, type RuleLease } from './limits.js';
 import { parseMetadata, type JsonObject } from './metadata.js';
 
 /** A node of a domain's descriptor tree. */
@@ -21,6 +21,10 @@ export interface RuleNode {
   /** `requests_per_unit: 0`: every request is over it. */
   readonly denyAll: DenyAll | undefined;
   readonly unlimited: boolean;
+  /** sluice's `lease`: its one limit decided through quota leases (docs/leases.md). */
+  readonly lease: RuleLease | undefined;
+  /** Where its `lease` is written, for messages. */
+  readonly leaseAt: string;
   /** The `name`s of its rate limits, which `replaces` of another rule may name. */
   readonly names: readonly string[];
   readonly replaces: readonly string[];
@@ -142,6 +146,8 @@ function parseNode(
     limits: parsed?.limits ?? [],
     denyAll: parsed?.denyAll,
     unlimited: parsed?.unlimited ?? false,
+    lease: parsed?.lease,
+    leaseAt: at(path, 'rate_limit.lease'),
     names: parsed?.names ?? [],
     replaces: parsed?.replaces ?? [],
     replacesAt: at(path, fields.rate_limits === undefined ? 'rate_limit.replaces' : 'rate_limits'),
@@ -255,22 +261,25 @@ async function configFiles(path: string): Promise<string[]> {
   return names.map((name) => join(path, name));
 }
 
-/** Checks that no rule has `metadata` that no response would carry. */
-function checkMetadata(domain: DomainDraft): void {
-  for (const node of nodesOf(domain.root))
-    if (node.metadata !== undefined)
-      throw new InvalidConfigError(
-        node.file,
-        node.metadataAt,
-        undefined,
-        'is returned in dynamic_metadata, which this service sends only with --response-dynamic-metadata (createServer: responseDynamicMetadata: true), as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA',
-      );
+const METADATA_UNSENT =
+  'is returned in dynamic_metadata, which this service sends only with --response-dynamic-metadata (createServer: responseDynamicMetadata: true), as envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA';
+const LEASE_WITH_PENALTY =
+  'is refused with --penalty (createServer: penalty): leases admit without the store, so denials would not be in a row, and a block would not stop the leases at once';
+
+/** Throws `problem` at the first rule of `domain` that has the field `placeOf` gives the place of. */
+function refuseField(domain: DomainDraft, placeOf: (node: RuleNode) => string | undefined, problem: string): void {
+  for (const node of nodesOf(domain.root)) {
+    const place = placeOf(node);
+    if (place !== undefined) throw new InvalidConfigError(node.file, place, undefined, problem);
+  }
 }
 
 /** How the configuration will be served. */
 export interface ConfigOptions {
   /** Whether responses carry dynamic_metadata (default false): without it, a rule's `metadata` is refused. */
   readonly responseDynamicMetadata?: boolean;
+  /** Whether the service has a penalty box (--penalty; default false): with it, a rule's `lease` is refused. */
+  readonly penalty?: boolean;
 }
 
 /** Parses text of one file (or several) into a configuration, or throws the first InvalidConfigError. */
@@ -281,7 +290,13 @@ export function parseConfig(
   const domains = new Map<string, DomainDraft>();
   for (const { file, text } of sources) parseFile(file, text, domains);
   domains.forEach(checkReplaces);
-  if (options.responseDynamicMetadata !== true) domains.forEach(checkMetadata);
+  // Fields the service as started would not serve: `metadata` no response carries, a `lease` beside the penalty box.
+  for (const domain of domains.values()) {
+    if (options.responseDynamicMetadata !== true)
+      refuseField(domain, (node) => (node.metadata === undefined ? undefined : node.metadataAt), METADATA_UNSENT);
+    if (options.penalty === true)
+      refuseField(domain, (node) => (node.lease === undefined ? undefined : node.leaseAt), LEASE_WITH_PENALTY);
+  }
   return { domains, files: sources.map((s) => s.file), source: JSON.stringify(sources) };
 }
 
@@ -321,6 +336,7 @@ export function describeConfig(config: ServeConfig): string {
         parts.push(
           `${policy.algorithm} ${policy.limit} per ${formatDuration(policy.windowMs)} (${describeReported(reported)})`,
         );
+      if (node.lease) parts.push(`leased ${node.lease.units} at a time for ${formatDuration(node.lease.ms)}`);
       if (node.replaces.length > 0) parts.push(`replaces ${node.replaces.join(', ')}`);
       if (node.shadowMode) parts.push('shadow_mode');
       if (node.shareThreshold) parts.push('share_threshold');

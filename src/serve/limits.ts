@@ -52,6 +52,12 @@ export interface DenyAll {
   readonly windowMs: number;
 }
 
+/** A rule's `lease`, as createLimiter's `lease` takes it: `ms` in ms. */
+export interface RuleLease {
+  readonly units: number;
+  readonly ms: number;
+}
+
 /** What a rule's `rate_limit` or `rate_limits` hold. */
 export interface ParsedLimits {
   readonly limits: readonly Limit[];
@@ -59,6 +65,8 @@ export interface ParsedLimits {
   readonly unlimited: boolean;
   readonly names: readonly string[];
   readonly replaces: readonly string[];
+  /** sluice's `lease`: the rule's one limit is decided through quota leases (docs/leases.md). */
+  readonly lease?: RuleLease;
 }
 
 const RATE_LIMIT_FIELDS = [
@@ -70,7 +78,9 @@ const RATE_LIMIT_FIELDS = [
   'algorithm',
   'window',
   'burst',
+  'lease',
 ];
+const LEASE_FIELDS = ['units', 'ms'];
 const ALGORITHMS = ['fixed_window', 'sliding_log', 'sliding_window', 'token_bucket', 'gcra'] as const;
 type AlgorithmName = (typeof ALGORITHMS)[number];
 // Names that sluice's RateLimit headers can carry as they are; any other name is kept for `replaces` only.
@@ -120,9 +130,9 @@ function unitOf(windowMs: number): UnitName {
   return unit ?? 'UNKNOWN';
 }
 
-function windowOf(reader: Reader, path: string, value: unknown): number {
+function durationOf(reader: Reader, path: string, value: unknown): number {
   try {
-    return parseDuration('window', value);
+    return parseDuration(path, value);
   } catch {
     return reader.fail(path, "must be a duration such as '90s', '5m', '1h' (whole ms from 1 ms to 366 days)", value);
   }
@@ -133,7 +143,7 @@ function windowAndUnit(reader: Reader, path: string, fields: Fields): { windowMs
   if (fields.unit !== undefined && fields.window !== undefined)
     reader.fail(at(path, 'window'), 'give "unit" or "window", not both', fields.window);
   if (fields.window !== undefined) {
-    const windowMs = windowOf(reader, at(path, 'window'), fields.window);
+    const windowMs = durationOf(reader, at(path, 'window'), fields.window);
     return { windowMs, unit: unitOf(windowMs) };
   }
   const given = fields.unit;
@@ -169,9 +179,30 @@ function policyOf(reader: Reader, path: string, fields: Fields, rpu: number, win
   }
 }
 
-/** One `rate_limit` map. */
-function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLimits {
+const SLIDING_LOG_TAKES_NO_LEASE =
+  'sliding_log takes no lease: the log counts each unit for one window from the ms it was charged, so a leased unit used later would leave the log before the request it admitted leaves the window (sliding_window takes one)';
+const LISTED_TAKES_NO_LEASE =
+  'a lease takes one limit\'s quota ahead, and several limits would each need their own: give it on a descriptor whose one limit is its "rate_limit"';
+
+/** A rate limit's `lease`: `units` up to the most its policy admits at once, `ms` a duration. */
+function leaseOf(reader: Reader, path: string, fields: Fields, policy: Policy): RuleLease {
+  const leasePath = at(path, 'lease');
+  if (algorithmOf(reader, path, fields) === 'sliding_log') reader.fail(leasePath, SLIDING_LOG_TAKES_NO_LEASE);
+  const lease = reader.map(leasePath, fields.lease, LEASE_FIELDS);
+  const { units } = lease;
+  if (typeof units !== 'number' || !Number.isInteger(units) || units < 1 || units > policy.maxCost)
+    reader.fail(
+      at(leasePath, 'units'),
+      `must be a whole number from 1 to ${policy.maxCost}, the most this limit admits at once`,
+      units,
+    );
+  return { units, ms: durationOf(reader, at(leasePath, 'ms'), lease.ms) };
+}
+
+/** One `rate_limit` map; `leaseRefused`, why it may not hold a `lease` here. */
+function parseRateLimit(reader: Reader, path: string, value: unknown, leaseRefused?: string): ParsedLimits {
   const fields = reader.map(path, value, RATE_LIMIT_FIELDS);
+  if (leaseRefused !== undefined && fields.lease !== undefined) reader.fail(at(path, 'lease'), leaseRefused);
   const name = fields.name === undefined ? undefined : reader.text(at(path, 'name'), fields.name);
   const replaces = reader.list(at(path, 'replaces'), fields.replaces).map((item, i) => {
     const replaced = reader.map(`${at(path, 'replaces')}[${i}]`, item, ['name']);
@@ -182,7 +213,9 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
   const names = name === undefined ? [] : [name];
   const unlimited = reader.flag(at(path, 'unlimited'), fields.unlimited);
   if (unlimited) {
-    const counted = ['unit', 'window', 'requests_per_unit', 'algorithm', 'burst'].find((f) => fields[f] !== undefined);
+    const counted = ['unit', 'window', 'requests_per_unit', 'algorithm', 'burst', 'lease'].find(
+      (f) => fields[f] !== undefined,
+    );
     if (counted !== undefined) reader.fail(at(path, counted), `"unlimited: true" takes no ${counted}`, fields[counted]);
     return { limits: [], denyAll: undefined, unlimited, names, replaces };
   }
@@ -192,14 +225,20 @@ function parseRateLimit(reader: Reader, path: string, value: unknown): ParsedLim
   const { windowMs, unit } = windowAndUnit(reader, path, fields);
   const reported: ReportedLimit = { requestsPerUnit: rpu, unit, ...(name === undefined ? {} : { name }) };
   if (rpu === 0) {
-    // Every request is over a limit of 0, whatever the algorithm; a burst would admit some.
-    if (fields.burst !== undefined)
-      reader.fail(at(path, 'burst'), '"requests_per_unit: 0" denies every request, so takes no burst', fields.burst);
+    // Every request is over a limit of 0, whatever the algorithm; a burst would admit some, a lease has nothing to take.
+    const admitting = ['burst', 'lease'].find((f) => fields[f] !== undefined);
+    if (admitting !== undefined)
+      reader.fail(
+        at(path, admitting),
+        `"requests_per_unit: 0" denies every request, so takes no ${admitting}`,
+        fields[admitting],
+      );
     algorithmOf(reader, path, fields);
     return { limits: [], denyAll: { reported, windowMs }, unlimited, names, replaces };
   }
   const policy = policyOf(reader, path, fields, rpu, windowMs, name);
-  return { limits: [{ policy, reported }], denyAll: undefined, unlimited, names, replaces };
+  const lease = fields.lease === undefined ? undefined : leaseOf(reader, path, fields, policy);
+  return { limits: [{ policy, reported }], denyAll: undefined, unlimited, names, replaces, ...(lease && { lease }) };
 }
 
 /** A rule's limits: `rate_limit` (envoyproxy/ratelimit's one), or sluice's `rate_limits` (several, decided together). */
@@ -211,7 +250,7 @@ export function parseLimits(reader: Reader, path: string, fields: Fields): Parse
   const listPath = at(path, 'rate_limits');
   const items = reader.list(listPath, fields.rate_limits);
   if (items.length === 0) reader.fail(listPath, 'must hold at least one rate limit');
-  const parsed = items.map((item, i) => parseRateLimit(reader, `${listPath}[${i}]`, item));
+  const parsed = items.map((item, i) => parseRateLimit(reader, `${listPath}[${i}]`, item, LISTED_TAKES_NO_LEASE));
   parsed.forEach((p, i) => {
     if (p.unlimited)
       reader.fail(`${listPath}[${i}].unlimited`, 'use "rate_limit: { unlimited: true }" on its own, not in a list');

@@ -13,7 +13,7 @@ import {
 } from '../index.js';
 import { nodesOf, type Domain, type RuleNode, type ServeConfig } from './config.js';
 import type { ServiceRecorder } from './dashboard.js';
-import { UNIT_MS, type ReportedLimit, type UnitName } from './limits.js';
+import { UNIT_MS, type ReportedLimit, type RuleLease, type UnitName } from './limits.js';
 import { matchDescriptor, type Entry, type Match } from './match.js';
 import { BadRequestError, type RateLimitRequest, type RequestDescriptor } from './messages.js';
 import type { JsonObject } from './metadata.js';
@@ -39,6 +39,8 @@ export interface Rule {
   readonly reported: readonly ReportedLimit[];
   /** shadow_mode: decided, never denying, so not part of a request's joint step. */
   readonly shadow: boolean;
+  /** `lease`: decided through this process's quota leases, before the request's other descriptors. */
+  readonly leased: boolean;
 }
 
 /** One descriptor's part in a request, once matched. */
@@ -110,9 +112,10 @@ export class Rules {
         if (node.limits.length > 0) {
           const policies = node.limits.map((l) => l.policy);
           this.rules.set(node, {
-            limiter: this.limiter(domain.name, node.path, policies, node.shadowMode),
+            limiter: this.limiter(domain.name, node.path, policies, node.shadowMode, node.lease),
             reported: node.limits.map((l) => l.reported),
             shadow: node.shadowMode,
+            leased: node.lease !== undefined,
           });
         }
       }
@@ -124,13 +127,20 @@ export class Rules {
     }
   }
 
-  private limiter(domain: string, rule: string, policy: readonly Policy[], shadow: boolean): Limiter {
+  private limiter(
+    domain: string,
+    rule: string,
+    policy: readonly Policy[],
+    shadow: boolean,
+    lease?: RuleLease,
+  ): Limiter {
     const { store, prefix, timeout, onStoreError, deniedCache, penalty } = this.settings;
     const limiter = createLimiter({
       store,
       policy,
       prefix,
       shadow,
+      ...(lease === undefined ? {} : { lease }),
       ...(timeout === undefined ? {} : { timeout }),
       ...(onStoreError === undefined ? {} : { onStoreError }),
       ...(deniedCache === undefined ? {} : { deniedCache }),
@@ -146,6 +156,11 @@ export class Rules {
       meter,
       onDecision: (e) => (e.operation === 'limit' ? dashboard.timed(e.decision, e.durationMs) : undefined),
     });
+  }
+
+  /** Gives back every lease this configuration's rules hold; their limiters ask the store from then on. */
+  async close(): Promise<void> {
+    await Promise.all([...this.rules.values()].filter((rule) => rule.leased).map((rule) => rule.limiter.close()));
   }
 
   /** The rule a descriptor of `domain` reaches, its path and the key it counts under: the dashboard's lookup. */
@@ -252,7 +267,12 @@ export class Rules {
     }
     return {
       kind: 'limit',
-      rule: { limiter: this.overrideLimiters.get(domain.name) as Limiter, reported: [reported], shadow: false },
+      rule: {
+        limiter: this.overrideLimiters.get(domain.name) as Limiter,
+        reported: [reported],
+        shadow: false,
+        leased: false,
+      },
       key: JSON.stringify([domain.name, ...descriptor.entries.flatMap((e) => [e.key, e.value])]),
       cost,
       policy: this.overridePolicy(requestsPerUnit, unit),

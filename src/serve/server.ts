@@ -208,7 +208,7 @@ async function settingsOf(options: ServeOptions) {
       headers: flag('responseHeaders', o.responseHeaders, false),
       dynamicMetadata,
     },
-    configOptions: { responseDynamicMetadata: dynamicMetadata },
+    configOptions: { responseDynamicMetadata: dynamicMetadata, penalty: o.penalty !== undefined },
     watching: flag('watch', o.watch, true),
     dashboard: o.dashboard,
     log: (o.log as ServeOptions['log']) ?? (() => undefined),
@@ -319,8 +319,12 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
   async function reloadOnce(): Promise<boolean> {
     // Requests in flight keep the rules they started with; the next ones take the new.
     const next = await reread(rules, () => loadConfig(configPath, configOptions), rulesOf, log);
-    if (next !== undefined) rules = next;
-    return next !== undefined;
+    if (next === undefined || next === rules) return next !== undefined;
+    const previous = rules;
+    rules = next;
+    // Its leases go back to the store; a call still deciding by it asks the store.
+    await previous.close();
+    return true;
   }
   const reloadConfig = (): Promise<boolean> => (reloading = reloading.then(reloadOnce));
 
@@ -349,6 +353,8 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
       await stopGrpc(grpc);
       await stopHttp(httpServer);
       await reloading;
+      // Every call is answered: the leases go back to the store before it is closed.
+      await rules.close();
     },
   };
 }

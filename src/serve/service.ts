@@ -63,33 +63,105 @@ function verdictOf(decision: Decision, spared = false): Verdict {
   };
 }
 
-/**
- * Decides the limited descriptors of one request together: admitted only if every descriptor is
- * within its limits, and then counted in all; returns each `limit` plan's verdict. Those not in
- * shadow_mode are one joint call (Rules.joint), an atomic step; where it cannot be one (keys in
- * several cluster slots, a penalty box), each is asked alone and a denial gives back what the
- * others took, a second step that may deny early, never admit too much (docs/service.md).
- */
-async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | undefined)[]> {
-  const found = new Array<Verdict | undefined>(plans.length);
+/** A request's limited descriptors (their indexes in its plans) by how each is decided. */
+interface Groups {
+  /** Neither leased nor in shadow_mode: one joint step where they can be. */
+  readonly together: number[];
+  /** In shadow_mode (which never denies), not leased: each asked of its own limiter. */
+  readonly alone: number[];
+  /** A rule with `lease`: each asked of its leased limiter, before the others. */
+  readonly leased: number[];
+  /** Whether a `refuse` plan not in shadow_mode denies the request whatever the counts. */
+  readonly refused: boolean;
+}
+
+function groupsOf(plans: readonly Plan[]): Groups {
   const together: number[] = [];
   const alone: number[] = [];
+  const leased: number[] = [];
   let refused = false;
   for (let i = 0; i < plans.length; i++) {
     const plan = plans[i] as Plan;
     if (plan.kind === 'refuse') refused ||= !plan.shadow;
-    else if (plan.kind === 'limit') (plan.rule.shadow ? alone : together).push(i);
+    else if (plan.kind === 'limit') (plan.rule.leased ? leased : plan.rule.shadow ? alone : together).push(i);
   }
+  return { together, alone, leased, refused };
+}
+
+/**
+ * Asks each of `indexes` of its rule's own limiter, all at once: their decisions go in `asked`,
+ * their verdicts in `found`. Resolves whether every one is within its limits.
+ */
+async function askEach(
+  plans: readonly Plan[],
+  indexes: readonly number[],
+  asked: (Decision | undefined)[],
+  found: (Verdict | undefined)[],
+): Promise<boolean> {
+  if (indexes.length === 0) return true;
+  const ask = (i: number) => askAlone(plans[i] as Limited);
+  // A lone descriptor (most requests) without the array and promises that gathering them takes.
+  const decisions = indexes.length === 1 ? [await ask(indexes[0] as number)] : await Promise.all(indexes.map(ask));
+  let within = true;
+  indexes.forEach((i, n) => {
+    const decision = decisions[n] as Decision;
+    asked[i] = decision;
+    found[i] = verdictOf(decision);
+    within &&= decision.allowed;
+  });
+  return within;
+}
+
+/**
+ * Gives back what the descriptors of `indexes` took for a request that is denied: it counts
+ * nothing, shadow_mode rules included. A leased descriptor's units go back to the store, where
+ * its decision charged them, as refund() gives them (docs/leases.md).
+ */
+async function giveBack(
+  plans: readonly Plan[],
+  indexes: readonly number[],
+  asked: readonly (Decision | undefined)[],
+  found: (Verdict | undefined)[],
+): Promise<void> {
+  await Promise.all(
+    indexes.map(async (i) => {
+      const plan = plans[i] as Limited;
+      const decision = asked[i] as Decision;
+      if (!counted(decision)) return;
+      // A refund that fails leaves the units taken: stricter, never looser, than the limit.
+      const gaveBack = await plan.rule.limiter
+        .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy, decision } : { decision })
+        .catch(() => false);
+      if (gaveBack) found[i] = verdictOf(decision, true);
+    }),
+  );
+}
+
+/**
+ * Decides the limited descriptors of one request together: admitted only if every descriptor is
+ * within its limits, and then counted in all; returns each `limit` plan's verdict. Leased ones go
+ * first, mostly from this process's leases; a denial among them makes the rest a peek. Those
+ * neither leased nor in shadow_mode are then one joint call (Rules.joint), an atomic step; where it
+ * cannot be one (keys in several cluster slots, a penalty box), each is asked alone. A denial gives
+ * back what the descriptors asked alone or leased took, a second step that may deny early, never
+ * admit too much (docs/service.md).
+ */
+async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | undefined)[]> {
+  const found = new Array<Verdict | undefined>(plans.length);
+  const asked = new Array<Decision | undefined>(plans.length);
+  const { together, alone, leased, ...groups } = groupsOf(plans);
+  let { refused } = groups;
+  if (!(await askEach(plans, leased, asked, found))) refused = true;
   const parts = together.length > 1 || (refused && together.length > 0) ? partsOf(plans, together) : undefined;
   const joint = parts !== undefined && rules.canDecideTogether(parts);
   if (!joint) alone.push(...together);
-  const ask = (i: number) => askAlone(plans[i] as Limited);
-  // Asked at once, so that the joint call and the others go out in one batch; a lone descriptor
-  // (most requests) without the arrays and promises that gathering them takes.
-  const [decided, decisions] = joint
-    ? await Promise.all([refused ? rules.joint.peek(parts) : rules.joint.limit(parts), Promise.all(alone.map(ask))])
-    : [undefined, alone.length === 1 ? [await ask(alone[0] as number)] : await Promise.all(alone.map(ask))];
-  alone.forEach((i, n) => (found[i] = verdictOf(decisions[n] as Decision)));
+  // Asked at once, so that the joint call and the others go out in one batch.
+  const [decided] = joint
+    ? await Promise.all([
+        refused ? rules.joint.peek(parts) : rules.joint.limit(parts),
+        askEach(plans, alone, asked, found),
+      ])
+    : [undefined, await askEach(plans, alone, asked, found)];
   if (decided) {
     const taken = decided.allowed && !refused && decided.reason === undefined;
     together.forEach((i, n) => {
@@ -98,21 +170,8 @@ async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict 
       found[i] = { within, policies, spared: within && !taken, shadowDenied: false };
     });
   }
-  if (refused || found.some((v) => v !== undefined && !v.within)) {
-    // What was decided alone is given back: the request counts nothing, shadow_mode rules included.
-    await Promise.all(
-      alone.map(async (i, n) => {
-        const plan = plans[i] as Limited;
-        const decision = decisions[n] as Decision;
-        if (!counted(decision)) return;
-        // A refund that fails leaves the units taken: stricter, never looser, than the limit.
-        const gaveBack = await plan.rule.limiter
-          .refund(plan.key, plan.cost, plan.policy ? { policy: plan.policy, decision } : { decision })
-          .catch(() => false);
-        if (gaveBack) found[i] = verdictOf(decision, true);
-      }),
-    );
-  }
+  if (refused || found.some((v) => v !== undefined && !v.within))
+    await giveBack(plans, leased.length === 0 ? alone : [...alone, ...leased], asked, found);
   return found;
 }
 

@@ -7,7 +7,7 @@ import { freePort, startRedisServer, type RedisServer } from '../../src/cli/redi
 import { waitFor } from '../support/cluster.js';
 import { healthClient } from '../support/health.js';
 import { uniquePrefix } from '../support/redis.js';
-import { configDir, descriptor, rlsClient } from '../support/rls.js';
+import { descriptor, rlsClient, withConfig } from '../support/rls.js';
 import { PATIENT, useServices, type Service } from '../support/service.js';
 
 // `sluice serve --workers 2` as a process on a real Redis: every worker serves the same ports, the
@@ -29,15 +29,6 @@ after(async () => {
 const ONE_RULE = (limit: number) =>
   `domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`;
 const ASK_K = { domain: 'edge', descriptors: [descriptor(['k', 'v'])] };
-
-async function withConfig<T>(yaml: string, test: (dir: string, write: (text: string) => Promise<void>) => Promise<T>) {
-  const config = await configDir({ 'rules.yaml': yaml });
-  try {
-    return await test(config.dir, (text) => config.write('rules.yaml', text));
-  } finally {
-    await config.remove();
-  }
-}
 
 /** The flags of 2 workers counting in the Redis at `url`. */
 const twoOn = (dir: string, url: string, ...flags: string[]) => [

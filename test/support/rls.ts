@@ -86,6 +86,19 @@ export async function configDir(
   return { dir, write, remove: () => rm(dir, { recursive: true, force: true }) };
 }
 
+/** Runs `test` on a temporary directory holding `yaml` as rules.yaml (`write` replaces it), then removes it. */
+export async function withConfig<T>(
+  yaml: string,
+  test: (dir: string, write: (text: string) => Promise<void>) => Promise<T>,
+): Promise<T> {
+  const config = await configDir({ 'rules.yaml': yaml });
+  try {
+    return await test(config.dir, (text) => config.write('rules.yaml', text));
+  } finally {
+    await config.remove();
+  }
+}
+
 /** Reads a protobuf message into its fields by number: varints as numbers, length-delimited and 64-bit ones as bytes. */
 export function protoFields(bytes: Buffer): Map<number, (number | Buffer)[]> {
   const fields = new Map<number, (number | Buffer)[]>();

@@ -1,7 +1,10 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import { once } from 'node:events';
-import { after, afterEach } from 'node:test';
+import { after, afterEach, before } from 'node:test';
 import type { Readable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
 import { rlsClient, type RlsClient } from './rls.js';
 
 // The built command, as users run it (`npm run build` first; npm test builds when stale).
@@ -139,6 +142,28 @@ export function useServices(): {
       const [code] = (await once(child, 'close')) as [number | null];
       ending.delete(child);
       return { code, stderr };
+    },
+  };
+}
+
+/** A redis-server for a test file's services, and a client of it: started before its tests, stopped after them. */
+export function useServiceRedis(): { readonly server: RedisServer; readonly redis: Redis } {
+  let started: { server: RedisServer; redis: Redis } | undefined;
+  before(async () => {
+    const server = await startRedisServer();
+    started = { server, redis: new Redis(server.url) };
+  });
+  after(async () => {
+    await started?.redis.quit();
+    await started?.server.stop();
+  });
+  const ready = () => started ?? assert.fail('the redis-server starts before the tests');
+  return {
+    get server() {
+      return ready().server;
+    },
+    get redis() {
+      return ready().redis;
     },
   };
 }

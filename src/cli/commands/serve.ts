@@ -319,7 +319,7 @@ export const serve: Command = {
     // and says what is wrong with the config even while Redis is down. createServer reads it again.
     const { loadConfig } = await importServe(() => import('../../serve/config.js'));
     const responseDynamicMetadata = parsed.values['response-dynamic-metadata'] === true;
-    await loadConfig(config, { responseDynamicMetadata });
+    await loadConfig(config, { responseDynamicMetadata, penalty: flags.penalty !== undefined });
     const tls = tlsOf(parsed);
     const workers = workersOf(parsed, io);
     const dashboard = dashboardOf(parsed, io);

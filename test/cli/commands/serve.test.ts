@@ -362,6 +362,49 @@ const BAD_CONFIGS: { what: string; files: Record<string, string>; says: string }
     says: 'rules.yaml at descriptors[0].rate_limit.algorithm: must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra; got "leaky"',
   },
   {
+    what: 'a lease on sliding_log',
+    files: {
+      'rules.yaml': RATE_LIMIT(
+        'algorithm: sliding_log, unit: second, requests_per_unit: 10, lease: { units: 2, ms: 1s }',
+      ),
+    },
+    says: 'rules.yaml at descriptors[0].rate_limit.lease: sliding_log takes no lease: the log counts each unit for one window from the ms it was charged, so a leased unit used later would leave the log before the request it admitted leaves the window (sliding_window takes one)',
+  },
+  {
+    what: 'a lease of more units than the limit',
+    files: { 'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 10, lease: { units: 11, ms: 1s }') },
+    says: 'rules.yaml at descriptors[0].rate_limit.lease.units: must be a whole number from 1 to 10, the most this limit admits at once; got 11',
+  },
+  {
+    what: 'a lease of a bad duration',
+    files: { 'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 10, lease: { units: 2, ms: soon }') },
+    says: `rules.yaml at descriptors[0].rate_limit.lease.ms: must be a duration such as '90s', '5m', '1h' (whole ms from 1 ms to 366 days); got "soon"`,
+  },
+  {
+    what: 'a lease with an unknown field',
+    files: {
+      'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 10, lease: { units: 2, ms: 1s, adaptive: true }'),
+    },
+    says: 'rules.yaml at descriptors[0].rate_limit.lease.adaptive: unknown field "adaptive"; the fields here are units, ms',
+  },
+  {
+    what: 'a lease in a list of limits',
+    files: {
+      'rules.yaml': `${KEY_K}    rate_limits:\n      - { unit: hour, requests_per_unit: 5, lease: { units: 2, ms: 1s } }\n`,
+    },
+    says: 'rules.yaml at descriptors[0].rate_limits[0].lease: a lease takes one limit\'s quota ahead, and several limits would each need their own: give it on a descriptor whose one limit is its "rate_limit"',
+  },
+  {
+    what: 'a lease on a limit of 0',
+    files: { 'rules.yaml': RATE_LIMIT('unit: second, requests_per_unit: 0, lease: { units: 1, ms: 1s }') },
+    says: 'rules.yaml at descriptors[0].rate_limit.lease: "requests_per_unit: 0" denies every request, so takes no lease; got a map',
+  },
+  {
+    what: 'a lease on an unlimited rule',
+    files: { 'rules.yaml': RATE_LIMIT('unlimited: true, lease: { units: 1, ms: 1s }') },
+    says: 'rules.yaml at descriptors[0].rate_limit.lease: "unlimited: true" takes no lease; got a map',
+  },
+  {
     what: 'a bad window',
     files: { 'rules.yaml': RATE_LIMIT('window: 5 minutes, requests_per_unit: 1') },
     says: `rules.yaml at descriptors[0].rate_limit.window: must be a duration such as '90s', '5m', '1h' (whole ms from 1 ms to 366 days); got "5 minutes"`,

@@ -296,7 +296,7 @@ export async function startServer(options: ServeOptions, peers?: ServicePeers): 
   const rulesOf = (config: ServeConfig) => new Rules(config, settings, metrics, dashboard?.recorder);
   let rules = rulesOf(await loadConfig(configPath, configOptions));
 
-  const decideOptions = { ...o.decide, metrics, dashboard: dashboard?.recorder };
+  const decideOptions = { ...o.decide, metrics, dashboard: dashboard?.recorder, callDeadlines: deadlines };
   const secure = certificates?.serverOptions();
   const grpc = await startGrpc(
     new Map([shouldRateLimit(() => rules, deadlines, decideOptions), ...health.methods()]),

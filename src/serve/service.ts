@@ -2,6 +2,7 @@ import { bindingPolicy } from '../core/binding.js';
 import {
   rateLimitHeaders,
   type Decision,
+  type JointDecision,
   type JointPart,
   type LimitOptions,
   type Outcome,
@@ -27,6 +28,11 @@ interface Verdict {
    */
   readonly spared: boolean;
   readonly shadowDenied: boolean;
+}
+
+/** The deadline of the gRPC call being decided now, which the service's store reads (withCallDeadlines). */
+interface CallDeadline {
+  deadline: number;
 }
 
 /** A limited descriptor's plan that a policy could admit. */
@@ -146,22 +152,33 @@ async function giveBack(
  * back what the descriptors asked alone or leased took, a second step that may deny early, never
  * admit too much (docs/service.md).
  */
-async function verdicts(rules: Rules, plans: readonly Plan[]): Promise<(Verdict | undefined)[]> {
+async function verdicts(
+  rules: Rules,
+  plans: readonly Plan[],
+  callDeadlines: CallDeadline | undefined,
+): Promise<(Verdict | undefined)[]> {
   const found = new Array<Verdict | undefined>(plans.length);
   const asked = new Array<Decision | undefined>(plans.length);
   const { together, alone, leased, ...groups } = groupsOf(plans);
   let { refused } = groups;
-  if (!(await askEach(plans, leased, asked, found))) refused = true;
+  // Leased descriptors take a turn: the call's deadline (read now) is set again while the store
+  // steps that follow start, as the store reads it in the turn a step starts (see withCallDeadlines).
+  const deadline = callDeadlines?.deadline ?? Infinity;
+  if (leased.length > 0 && !(await askEach(plans, leased, asked, found))) refused = true;
   const parts = together.length > 1 || (refused && together.length > 0) ? partsOf(plans, together) : undefined;
   const joint = parts !== undefined && rules.canDecideTogether(parts);
   if (!joint) alone.push(...together);
   // Asked at once, so that the joint call and the others go out in one batch.
-  const [decided] = joint
-    ? await Promise.all([
-        refused ? rules.joint.peek(parts) : rules.joint.limit(parts),
-        askEach(plans, alone, asked, found),
-      ])
-    : [undefined, await askEach(plans, alone, asked, found)];
+  if (callDeadlines !== undefined) callDeadlines.deadline = deadline;
+  let asking: Promise<[JointDecision | undefined, boolean]>;
+  try {
+    asking = joint
+      ? Promise.all([refused ? rules.joint.peek(parts) : rules.joint.limit(parts), askEach(plans, alone, asked, found)])
+      : askEach(plans, alone, asked, found).then((within) => [undefined, within]);
+  } finally {
+    if (callDeadlines !== undefined) callDeadlines.deadline = Infinity;
+  }
+  const [decided] = await asking;
   if (decided) {
     const taken = decided.allowed && !refused && decided.reason === undefined;
     together.forEach((i, n) => {
@@ -236,6 +253,8 @@ export interface DecideOptions {
   readonly metrics: Metrics;
   /** The dashboard's recorder (`--dashboard`): told each limited descriptor's outcome, by rule and key. */
   readonly dashboard?: ServiceRecorder | undefined;
+  /** Where a gRPC call's deadline is set while its decision starts (withCallDeadlines). */
+  readonly callDeadlines?: CallDeadline | undefined;
 }
 
 /** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */
@@ -245,7 +264,7 @@ export async function decide(
   options: DecideOptions,
 ): Promise<RateLimitResponse> {
   const plans = rules.plan(request);
-  const found = await verdicts(rules, plans);
+  const found = await verdicts(rules, plans, options.callDeadlines);
   const statuses = plans.map((plan, i): DescriptorStatus => {
     const status = statusOf(plan, found[i]);
     if (plan.kind !== 'free') {

@@ -22,6 +22,8 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 2 }
   - key: k
     rate_limit: { unit: hour, requests_per_unit: 300 }
+  - key: hot
+    rate_limit: { unit: hour, requests_per_unit: 1000, lease: { units: 10, ms: 1h } }
 `;
 
 async function serve(flags: readonly string[] = []): Promise<Service> {
@@ -58,9 +60,14 @@ function envoyHeaders(changes: Record<string, string> = {}): [string, string][] 
 const field = (tag: number, bytes: Buffer) => Buffer.concat([Buffer.from([tag, bytes.length]), bytes]);
 
 /** RateLimitRequest { domain, descriptors: [{ entries: [{ key, value }] }], hits_addend: 1 }, by field number. */
-function requestBytes(domain: string, key: string, value: string): Buffer {
-  const entry = Buffer.concat([field(0x0a, Buffer.from(key)), field(0x12, Buffer.from(value))]);
-  return Buffer.concat([field(0x0a, Buffer.from(domain)), field(0x12, field(0x0a, entry)), Buffer.from([0x18, 1])]);
+function requestBytes(domain: string, ...keyValues: string[]): Buffer {
+  const descriptors: Buffer[] = [];
+  for (let i = 0; i < keyValues.length; i += 2) {
+    const [key = '', value = ''] = keyValues.slice(i, i + 2);
+    const entry = Buffer.concat([field(0x0a, Buffer.from(key)), field(0x12, Buffer.from(value))]);
+    descriptors.push(field(0x12, field(0x0a, entry)));
+  }
+  return Buffer.concat([field(0x0a, Buffer.from(domain)), ...descriptors, Buffer.from([0x18, 1])]);
 }
 
 /** The fields of an answer that ended with trailers alone (a Trailers-Only response). */
@@ -232,6 +239,20 @@ describe('sluice serve keeps a call to its deadline', () => {
         // A deadline already past when the call is read: not decided at all.
         assert.equal(trailersOnly(await ask('1n'))['grpc-status'], '4');
         assert.equal(remaining(await ask('10S')), 297);
+
+        // A leased descriptor is decided first, from its lease; the request's other descriptors
+        // still reach Redis with the call's deadline.
+        const both = (timeout: string) =>
+          h2.call(envoyHeaders({ 'grpc-timeout': timeout }), [grpcMessage(requestBytes('edge', 'hot', 'x', 'k', 'w'))]);
+        assert.equal(remaining(await both('10S')), 999);
+        proxy.blackHole();
+        const leasedLate = trailersOnly(await both('300m'));
+        assert.deepEqual([leasedLate['grpc-status'], leasedLate['grpc-message']], ['4', 'deadline exceeded']);
+        proxy.heal();
+        const after = await h2.call(envoyHeaders({ 'grpc-timeout': '10S' }), [
+          grpcMessage(requestBytes('edge', 'k', 'w')),
+        ]);
+        assert.equal(remaining(after), 298);
       } finally {
         h2.close();
       }

@@ -13,6 +13,7 @@ import type { Entry } from './match.js';
 import type { DescriptorStatus, RateLimitRequest, RateLimitResponse } from './messages.js';
 import { mergeMetadata, type JsonObject, type JsonValue } from './metadata.js';
 import type { Metrics } from './metrics.js';
+import type { CallDeadlines } from './rate-limit.js';
 import type { Plan, Rules } from './rules.js';
 
 const NO_HEADERS: readonly Entry[] = [];
@@ -28,11 +29,6 @@ interface Verdict {
    */
   readonly spared: boolean;
   readonly shadowDenied: boolean;
-}
-
-/** The deadline of the gRPC call being decided now, which the service's store reads (withCallDeadlines). */
-interface CallDeadline {
-  deadline: number;
 }
 
 /** A limited descriptor's plan that a policy could admit. */
@@ -155,7 +151,7 @@ async function giveBack(
 async function verdicts(
   rules: Rules,
   plans: readonly Plan[],
-  callDeadlines: CallDeadline | undefined,
+  callDeadlines: CallDeadlines | undefined,
 ): Promise<(Verdict | undefined)[]> {
   const found = new Array<Verdict | undefined>(plans.length);
   const asked = new Array<Decision | undefined>(plans.length);
@@ -254,7 +250,7 @@ export interface DecideOptions {
   /** The dashboard's recorder (`--dashboard`): told each limited descriptor's outcome, by rule and key. */
   readonly dashboard?: ServiceRecorder | undefined;
   /** Where a gRPC call's deadline is set while its decision starts (withCallDeadlines). */
-  readonly callDeadlines?: CallDeadline | undefined;
+  readonly callDeadlines?: CallDeadlines | undefined;
 }
 
 /** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */

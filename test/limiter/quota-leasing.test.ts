@@ -19,7 +19,9 @@ import {
   WrongMethodError,
   type LimiterOptions,
   type MeterLike,
+  type Store,
 } from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix } from '../support/redis.js';
 import { startTestServer } from '../support/servers.js';
 import { switchableStore } from '../support/switchable-store.js';
@@ -241,4 +243,29 @@ describe('quota leases on redis-server', () => {
     const [key = ''] = limiter.storageKeys('k').policies;
     assert.ok((await redis.pttl(key)) > 0);
   });
+
+  for (const algorithm of algorithms.filter((a) => a.name !== 'slidingLog')) {
+    it(`${algorithm.name}: a take that does not fit takes what does, in one store call`, async () => {
+      const prefix = uniquePrefix();
+      const store = redisStore(redis);
+      let calls = 0;
+      const counted: Store = { run: (...args) => (calls++, store.run(...args)) };
+      // 10 per hour: nothing refills while the test runs.
+      const hourly = algorithm.policy(10, 3_600_000);
+      const limiter = createLimiter({ store: counted, prefix, policy: hourly, lease: { units: 4, ms: '1h' } });
+      const plain = createLimiter({ store, prefix, policy: hourly });
+      assert.equal((await plain.limit('k', { cost: 8 })).allowed, true);
+      // The lease asks 4, and takes the 2 that fit: one for this request, one left in the lease.
+      assert.deepEqual(await limiter.limit('k').then((d) => [d.allowed, d.remaining]), [true, 1]);
+      assert.equal(calls, 1);
+      assert.equal((await plain.peek('k')).remaining, 0);
+      assert.equal((await limiter.limit('k')).allowed, true);
+      assert.equal(calls, 1);
+      const denied = await limiter.limit('k');
+      assert.equal(denied.allowed, false);
+      assert.ok(denied.retryAfterMs > 0);
+      assert.equal(calls, 2);
+      await limiter.close();
+    });
+  }
 });

@@ -56,7 +56,10 @@ export interface CallRecord extends Timed {
   readonly release?: ReleaseRecord;
 }
 
-/** A store step a leased limiter sent: a `limit` (a lease's take, or a request's own) or a `refund`. */
+/**
+ * A store step a leased limiter sent: a `take` (a lease: up to `cost` units, as many as fit down to
+ * the request's cost), a `limit` (a request asked alone) or a `refund` (a lease's give-back).
+ */
 export interface StepRecord {
   readonly type: 'step';
   readonly worker: number;
@@ -65,7 +68,7 @@ export interface StepRecord {
   readonly limiter: string;
   readonly key: string;
   readonly op: string;
-  /** The units it asks for (limit) or gives back (refund). */
+  /** The units it asks for (take: the most; limit) or gives back (refund). */
   readonly cost: number;
   /** A refund: the server time the units were charged at, its take's (the decision's decidedAt). */
   readonly chargedAtMs?: number;
@@ -78,9 +81,11 @@ export interface StepEndRecord {
   readonly worker: number;
   readonly id: number;
   readonly endMs: number;
-  /** Replied: when Redis ran it, and whether it admitted (limit) or gave anything back (refund). */
+  /** Replied: when Redis ran it, and whether it admitted (take, limit) or gave anything back (refund). */
   readonly serverMs?: number;
   readonly allowed?: boolean;
+  /** A take that admitted: the units it took. */
+  readonly taken?: number;
   /** Rejected: the store's error; whether Redis ran it is unknown. */
   readonly error?: string;
 }

@@ -7,7 +7,7 @@ import type { CallRecord, StepEndRecord, StepRecord } from './history.js';
  * back) is what the algorithm's invariant is checked on, at the take's server time.
  */
 
-/** One worker's takes of one limiter and key at one server ms (a lease's take, or a request's own step). */
+/** One worker's takes of one limiter and key at one server ms (a lease's take, or a request asked alone). */
 interface Account {
   readonly worker: number;
   readonly limiter: string;
@@ -32,7 +32,7 @@ export interface Counted {
 }
 
 export interface LeaseTotals {
-  /** Limit steps Redis admitted, and their units. */
+  /** Take and limit steps Redis admitted, and their units. */
   takes: number;
   unitsTaken: number;
   /** Units the workers' calls admitted from them. */
@@ -78,17 +78,24 @@ export class LeaseLedger {
 
   /**
    * Joins each step with its end, reports each account that admitted or returned more than it took
-   * (`overLease`) and each step that is not a limit or refund (`unexpected`), and returns what Redis
-   * counted of each take.
+   * (`overLease`) and each step that is not a take, limit or refund (`unexpected`), and returns what
+   * Redis counted of each take.
    */
   settle(overLease: (example: string) => void, unexpected: (example: string) => void): Counted[] {
     for (const [id, step] of this.steps) {
       const end = this.ends.get(id);
-      if (step.op === 'limit') {
+      if (step.op === 'take' || step.op === 'limit') {
         if (end?.allowed !== true || end.serverMs === undefined) continue;
-        this.account(step.worker, step.limiter, step.key, end.serverMs).taken += step.cost;
+        const units = step.op === 'take' ? (end.taken ?? NaN) : step.cost;
+        if (!(units <= step.cost)) {
+          unexpected(
+            `${step.limiter} "${step.key}" (worker ${step.worker}): a take of up to ${step.cost} units took ${units}`,
+          );
+          continue;
+        }
+        this.account(step.worker, step.limiter, step.key, end.serverMs).taken += units;
         this.totals.takes++;
-        this.totals.unitsTaken += step.cost;
+        this.totals.unitsTaken += units;
       } else if (step.op === 'refund' && step.chargedAtMs !== undefined) {
         const account = this.account(step.worker, step.limiter, step.key, step.chargedAtMs);
         account.returned += step.cost;

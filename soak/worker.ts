@@ -14,7 +14,7 @@ import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
 import { callKeys } from '../src/core/keys.js';
 import { enginePolicy } from '../src/engine/algorithm.js';
-import { replyAllowed, replyNowMs } from '../src/engine/reply.js';
+import { policyUnitsTaken, replyAllowed, replyNowMs } from '../src/engine/reply.js';
 import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient, type Store } from '../src/index.js';
 import { historyWriter, type CallRecord, type ReleaseRecord, type Timed } from './history.js';
 import { soakLimiters, TIMEOUT_MS, type SoakLimiter } from './plan.js';
@@ -126,6 +126,7 @@ function recordingSteps(soak: SoakLimiter): Store {
             endMs: clock(),
             serverMs: replyNowMs(reply),
             allowed: replyAllowed(reply),
+            ...(op === 'take' && replyAllowed(reply) && { taken: policyUnitsTaken(reply, 0) }),
           }),
         (error: unknown) => history.write({ type: 'step-end', worker, id, endMs: clock(), error: String(error) }),
       );

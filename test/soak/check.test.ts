@@ -145,9 +145,9 @@ describe("the soak's checker: leased limiters, counted at their takes", () => {
   /** A worker's step, and its end: replied at `serverMs` (allowed or not), or none (its worker died first). */
   const step = (
     worker: number,
-    op: 'limit' | 'refund',
+    op: 'take' | 'limit' | 'refund',
     cost: number,
-    end: { serverMs: number; allowed: boolean } | undefined,
+    end: { serverMs: number; allowed: boolean; taken?: number } | undefined,
     chargedAtMs?: number,
   ): HistoryRecord[] => {
     const record = {
@@ -179,23 +179,26 @@ describe("the soak's checker: leased limiters, counted at their takes", () => {
   });
   /**
    * Worker 0 takes 3 at t0 + 10, admits `admits` units from them and gives `back` back (given as
-   * `given` says); worker 1 takes 3 at t0 + 20 and admits them.
+   * `given` says); worker 1 takes 2 of up to 3 at t0 + 20 and admits them, then asks for 1 alone at
+   * t0 + 30, admitted.
    */
   const history = (admits: number, back: number, given: boolean | undefined): HistoryRecord[] => [
-    ...step(0, 'limit', 3, { serverMs: t0 + 10, allowed: true }),
+    ...step(0, 'take', 3, { serverMs: t0 + 10, allowed: true, taken: 3 }),
     ...Array.from({ length: admits }, () => admitted(0, t0 + 10)),
     ...(back > 0
       ? step(0, 'refund', back, given === undefined ? undefined : { serverMs: t0 + 15, allowed: given }, t0 + 10)
       : []),
-    ...step(1, 'limit', 3, { serverMs: t0 + 20, allowed: true }),
-    ...Array.from({ length: 3 }, () => admitted(1, t0 + 20)),
+    ...step(1, 'take', 3, { serverMs: t0 + 20, allowed: true, taken: 2 }),
+    ...Array.from({ length: 2 }, () => admitted(1, t0 + 20)),
+    ...step(1, 'limit', 1, { serverMs: t0 + 30, allowed: true }),
+    admitted(1, t0 + 30),
   ];
 
-  it('passes takes less what was given back, within the limit: 3 - 1 + 3', async () => {
+  it('passes takes less what was given back, within the limit: 3 - 1 + 2 + 1', async () => {
     const summary = await check(history(2, 1, true));
     assert.deepEqual(summary.violations, {});
     assert.deepEqual(summary.leases, {
-      takes: 2,
+      takes: 3,
       unitsTaken: 6,
       unitsAdmitted: 5,
       unitsReturned: 1,
@@ -211,11 +214,13 @@ describe("the soak's checker: leased limiters, counted at their takes", () => {
   });
 
   it('finds an admission with no take of its own at its time', async () => {
-    const { violations } = await check([...history(2, 1, true), admitted(1, t0 + 30)]);
+    const { violations } = await check([...history(2, 1, true), admitted(1, t0 + 40)]);
     assert.equal(violations['over its lease']?.count, 1);
+    // Worker 1's take took 2 of the 3 it asked for: a third admission from it is one too many.
+    assert.equal((await check([...history(2, 1, true), admitted(1, t0 + 20)])).violations['over its lease']?.count, 1);
   });
 
-  it('counts what Redis did not give back as spent at the take: 3 + 3 over 5', async () => {
+  it('counts what Redis did not give back as spent at the take: 3 + 2 + 1 over 5', async () => {
     const { violations } = await check(history(2, 1, false));
     assert.equal(violations['over the limit']?.count, 1);
     assert.equal(violations['over its lease'], undefined);

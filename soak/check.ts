@@ -209,6 +209,7 @@ export interface Summary {
 
 /** Reads a run's directory and checks every invariant (see docs/reliability.md, "Chaos soak"). */
 export async function checkRun(dir: string, prefix: string, workerFailures: readonly string[]): Promise<Summary> {
+  const ledger = new LeaseLedger();
   const summary: Summary = {
     calls: 0,
     admitted: 0,
@@ -217,7 +218,7 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     faults: { kill: 0, failover: 0, partition: 0, pause: 0, 'script-flush': 0, 'worker-kill': 0 },
     checkedAdmissions: 0,
     admissionsDuringLosses: 0,
-    leases: { takes: 0, unitsTaken: 0, unitsAdmitted: 0, unitsReturned: 0, unitsReturnedUnknown: 0 },
+    leases: ledger.totals,
     slowestMs: 0,
     worstTimerLateMs: 0,
     worstAfterTimerMs: 0,
@@ -255,7 +256,6 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     if (!list) admissions.set(id, (list = []));
     list.push(admission);
   };
-  const ledger = new LeaseLedger();
   const admit = (record: CallRecord, serverMs: number) => {
     const soak = soakLimiters.find((l) => l.name === record.limiter);
     if (!soak) throw new Error(`unknown limiter ${record.limiter} in the history`);
@@ -346,7 +346,6 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
     (example) => violation('worker failed', example),
   );
   for (const { limiter, key, atMs, cost } of counted) admitted(limiter, key, { atMs, cost });
-  summary.leases = ledger.totals;
 
   function checkNode(record: NodeRecord) {
     summary.ttlScans++;

@@ -221,7 +221,8 @@ class QuotaLeasing {
         // answer (asking again could take it past its timeout); else the store had no lease to give,
         // and is asked for the request alone, with the others that waited (in one batch).
         const taken = await state.taking;
-        if (state.lease !== undefined) continue;
+        // The lease that take took is used; the one held before (too small for this cost) is not asked again.
+        if (state.lease !== undefined && state.lease !== held) continue;
         if (taken?.decision.reason !== undefined) return this.failedOver(key, cost, taken.decision);
         if (taken !== undefined && taken.cost === cost) return taken.decision;
         return this.direct(key, cost, state);

@@ -192,6 +192,30 @@ describe('quota leases: store failures', () => {
     assert.equal(control.pending.length, 1);
   });
 
+  it('a request that waited for a take does not ask again when the lease it holds cannot pay its cost', async () => {
+    const { store, control } = switchableStore();
+    const limiter = createLimiter({
+      store,
+      policy: tenPerHour,
+      onStoreError: 'deny',
+      timeout: 30,
+      lease: { units: 3, ms: '1h' },
+    });
+    // Leaves 1 unit in the lease: too few for a cost of 2.
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
+    control.mode = 'hang';
+    const decisions = await Promise.all([limiter.limit('k', { cost: 2 }), limiter.limit('k', { cost: 2 })]);
+    assert.deepEqual(
+      decisions.map((d) => [d.allowed, d.reason]),
+      [
+        [false, 'timeout'],
+        [false, 'timeout'],
+      ],
+    );
+    // The second waited for the first's take, and the old lease it still held sent it to no second wait.
+    assert.equal(control.pending.length, 1);
+  });
+
   it('never past its end: a lease whose time is over admits nothing in an outage', async () => {
     const { store, control } = switchableStore();
     const limiter = createLimiter({ store, policy: tenPerHour, onStoreError: 'deny', lease: { units: 5, ms: 20 } });

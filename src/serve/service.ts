@@ -102,7 +102,8 @@ async function askEach(
 ): Promise<boolean> {
   if (indexes.length === 0) return true;
   const ask = (i: number) => askAlone(plans[i] as Limited);
-  // A lone descriptor (most requests) without the array and promises that gathering them takes.
+  // One descriptor in the group (a leased one beside others, say): without the array and promises
+  // that gathering them takes.
   const decisions = indexes.length === 1 ? [await ask(indexes[0] as number)] : await Promise.all(indexes.map(ask));
   let within = true;
   indexes.forEach((i, n) => {
@@ -270,7 +271,7 @@ export async function decide(
   return answerOf(request, plans, found, options);
 }
 
-/** The response to a request whose limited descriptors' verdicts are `found`, counted in the metrics and the dashboard. */
+/** The response to a request whose limited descriptors' verdicts are `found`; counted in metrics and the dashboard. */
 function answerOf(
   request: RateLimitRequest,
   plans: readonly Plan[],

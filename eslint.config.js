@@ -87,7 +87,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^(\\.\\./)+(engine|limiter|stores|algorithms|http|adapters)/',
+              regex: '^(\\.\\./)+(engine|limiter|stores|algorithms|http|adapters|dashboard)/',
               message: 'the CLI uses the public API: import it from src/index.ts (docs/architecture.md, "Layers")',
             },
           ],

@@ -53,6 +53,32 @@ local function blockedReply(out, at, n, blocked)
   end
   return 2 + n * 5
 end
+local function takeUpTo(key, policy, now, least, out, at)
+  local alg, p, state, most = policy.alg, policy.p, policy.state, policy.cost
+  local take = most
+  local allowed, remaining, reset, retry = alg.decide(key, most, now, p, false, state)
+  if not allowed then
+    take = least
+    allowed, remaining, reset, retry = alg.decide(key, least, now, p, false, state)
+    local fit = remaining < most and remaining or most - 1
+    if allowed and fit > least then
+      local fits, r, s, t = alg.decide(key, fit, now, p, false, state)
+      if fits then take, remaining, reset, retry = fit, r, s, t else alg.decide(key, least, now, p, false, state) end
+    end
+  end
+  local extra = 0
+  if allowed then
+    state.costText = digits(take)
+    remaining, reset = alg.admit(key, take, now, p, state)
+    extra = take
+  else
+    alg.keep(key, least, now, p, state)
+  end
+  local flag = allowed and 1 or 0
+  out[at + 1], out[at + 2] = flag, 0
+  out[at + 3], out[at + 4], out[at + 5], out[at + 6], out[at + 7] = flag, remaining > 0 and remaining or 0, reset, retry, extra
+  return 7
+end
 local function decideCall(block, KEYS, k, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, policies, first = c.op, c.policies, k + c.before
@@ -107,6 +133,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     return blockedReply(out, at, #policies, blocked)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
+  if op == 'take' then return takeUpTo(KEYS[first + 1], policies[1], now, c.target, out, at) end
   local all = true
   for i = 1, #policies do
     local policy, p = policies[i], at + 2 + (i - 1) * 5

@@ -5,6 +5,7 @@ import { hashSlot } from '../src/stores/slot.js';
 import { readHistory, type CallRecord, type FaultKind, type NodeRecord, type Timed } from './history.js';
 import { soakLimiters, TIMEOUT_MS, type Invariant } from './plan.js';
 import { enginePolicy } from '../src/engine/algorithm.js';
+import { LeaseLedger, type LeaseTotals } from './lease-ledger.js';
 
 /** A request Redis admitted: at its server time, `cost` units; a lease holds them until `heldUntilMs`. */
 export interface Admission {
@@ -172,7 +173,13 @@ export function healthyRuns(admissions: readonly Admission[], slot: number, loss
 }
 
 export type ViolationKind =
-  'over the limit' | 'key without TTL' | 'answered late' | 'call rejected' | 'memory over its bound' | 'worker failed';
+  | 'over the limit'
+  | 'over its lease'
+  | 'key without TTL'
+  | 'answered late'
+  | 'call rejected'
+  | 'memory over its bound'
+  | 'worker failed';
 
 export interface Summary {
   calls: number;
@@ -185,6 +192,8 @@ export interface Summary {
   /** Admissions checked against their limit, and those left out because Redis may have lost them. */
   checkedAdmissions: number;
   admissionsDuringLosses: number;
+  /** The leased limiters' store steps and units (soak/lease-ledger.ts). */
+  leases: LeaseTotals;
   /** The slowest answer; the latest a timeout timer fired (the event loop's delay); the longest an answer came after it. */
   slowestMs: number;
   worstTimerLateMs: number;
@@ -200,14 +209,16 @@ export interface Summary {
 
 /** Reads a run's directory and checks every invariant (see docs/reliability.md, "Chaos soak"). */
 export async function checkRun(dir: string, prefix: string, workerFailures: readonly string[]): Promise<Summary> {
+  const ledger = new LeaseLedger();
   const summary: Summary = {
     calls: 0,
     admitted: 0,
     denied: 0,
     failurePolicy: {},
-    faults: { kill: 0, failover: 0, partition: 0, pause: 0, 'script-flush': 0 },
+    faults: { kill: 0, failover: 0, partition: 0, pause: 0, 'script-flush': 0, 'worker-kill': 0 },
     checkedAdmissions: 0,
     admissionsDuringLosses: 0,
+    leases: ledger.totals,
     slowestMs: 0,
     worstTimerLateMs: 0,
     worstAfterTimerMs: 0,
@@ -239,9 +250,20 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
   };
 
   const admissions = new Map<string, Admission[]>();
+  const admitted = (limiter: string, key: string, admission: Admission) => {
+    const id = `${limiter}\n${key}`;
+    let list = admissions.get(id);
+    if (!list) admissions.set(id, (list = []));
+    list.push(admission);
+  };
   const admit = (record: CallRecord, serverMs: number) => {
     const soak = soakLimiters.find((l) => l.name === record.limiter);
     if (!soak) throw new Error(`unknown limiter ${record.limiter} in the history`);
+    // Redis counted a leased limiter's units at their take, which the ledger checks it against.
+    if (soak.lease !== undefined) {
+      ledger.admitted(record, serverMs);
+      return;
+    }
     let heldUntilMs: number | undefined;
     if (soak.invariant.kind === 'concurrency') {
       const { release } = record;
@@ -262,10 +284,11 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
           ? Math.min(release.serverMs, expiresMs)
           : expiresMs;
     }
-    const id = `${record.limiter}\n${record.key}`;
-    let list = admissions.get(id);
-    if (!list) admissions.set(id, (list = []));
-    list.push({ atMs: serverMs, cost: record.cost, ...(heldUntilMs !== undefined && { heldUntilMs }) });
+    admitted(record.limiter, record.key, {
+      atMs: serverMs,
+      cost: record.cost,
+      ...(heldUntilMs !== undefined && { heldUntilMs }),
+    });
   };
 
   const losses: Loss[] = [];
@@ -309,9 +332,20 @@ export async function checkRun(dir: string, prefix: string, workerFailures: read
         case 'node':
           checkNode(record);
           break;
+        case 'step':
+          ledger.step(record);
+          break;
+        case 'step-end':
+          ledger.end(record);
+          break;
       }
     }
   }
+  const counted = ledger.settle(
+    (example) => violation('over its lease', example),
+    (example) => violation('worker failed', example),
+  );
+  for (const { limiter, key, atMs, cost } of counted) admitted(limiter, key, { atMs, cost });
 
   function checkNode(record: NodeRecord) {
     summary.ttlScans++;
@@ -355,6 +389,7 @@ export function formatSummary(s: Summary): string {
     `calls: ${s.calls} (decided by Redis: ${s.admitted} admitted, ${s.denied} denied; by the failure policy: ${kinds(s.failurePolicy)})`,
     `faults injected: ${faults} (${kinds(s.faults)})`,
     `admissions checked against their limit: ${s.checkedAdmissions}; made while Redis may have lost writes (not checked): ${s.admissionsDuringLosses}`,
+    `leases: ${s.leases.takes} steps took ${s.leases.unitsTaken} units, calls admitted ${s.leases.unitsAdmitted} of them; ${s.leases.unitsReturned} given back (${s.leases.unitsReturnedUnknown} by a step that failed or was never answered, counted as given)`,
     `slowest answer: ${s.slowestMs.toFixed(1)} ms (timeout ${TIMEOUT_MS} ms); a timer for the timeout fired up to ${s.worstTimerLateMs.toFixed(1)} ms late (event-loop delay); answered at most ${s.worstAfterTimerMs.toFixed(1)} ms after it (bound ${ANSWER_SLACK_MS} ms)`,
     `memory: workers' heap at most ${mb(s.maxWorkerHeapBytes)} (RSS ${mb(s.maxWorkerRssBytes)}), nodes' used_memory at most ${mb(s.maxNodeMemoryBytes)}`,
     `TTL scans: ${s.ttlScans} (up to ${s.mostKeys} keys on a master)`,

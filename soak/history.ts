@@ -1,5 +1,4 @@
-import { once } from 'node:events';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { closeSync, createReadStream, openSync, writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { FailureReason } from '../src/index.js';
 
@@ -12,6 +11,11 @@ import type { FailureReason } from '../src/index.js';
  * with Date.now(), the same wall clock on this one machine. A worker's `startMs` and `endMs` come
  * from its monotonic clock (performance.timeOrigin + performance.now()): their difference is an
  * exact duration, and they agree with the wall clock to within its drift since the worker started.
+ *
+ * A leased limiter decides most calls without Redis, from units a store step took earlier, and
+ * gives units back in steps of its own: its worker writes each step it sends to Redis (`step`,
+ * before sending) and what came of it (`step-end`), so a worker killed in between leaves a step
+ * whose outcome is unknown, never one it took effect without a trace of.
  */
 
 /** A call to Redis made through a limiter, as a worker saw it. */
@@ -42,11 +46,48 @@ export interface CallRecord extends Timed {
   readonly outcome: 'allowed' | 'denied' | 'rejected';
   /** Set when the failure policy answered (decision.reason). */
   readonly reason?: FailureReason;
-  /** When Redis decided; absent when the failure policy answered. */
+  /**
+   * When Redis decided; absent when the failure policy answered. A leased limiter's call: the
+   * server time of the step whose units it used (decision.decidedAt), its own or its lease's take.
+   */
   readonly serverMs?: number;
   readonly error?: string;
   /** A concurrency lease: how it was given back; absent when it was left to expire. */
   readonly release?: ReleaseRecord;
+}
+
+/**
+ * A store step a leased limiter sent: a `take` (a lease: up to `cost` units, as many as fit down to
+ * the request's cost), a `limit` (a request asked alone) or a `refund` (a lease's give-back).
+ */
+export interface StepRecord {
+  readonly type: 'step';
+  readonly worker: number;
+  /** The step's number in its worker, which its `step-end` repeats. */
+  readonly id: number;
+  readonly limiter: string;
+  readonly key: string;
+  readonly op: string;
+  /** The units it asks for (take: the most; limit) or gives back (refund). */
+  readonly cost: number;
+  /** A refund: the server time the units were charged at, its take's (the decision's decidedAt). */
+  readonly chargedAtMs?: number;
+  readonly startMs: number;
+}
+
+/** What came of a step: Redis's reply, or the store's error. */
+export interface StepEndRecord {
+  readonly type: 'step-end';
+  readonly worker: number;
+  readonly id: number;
+  readonly endMs: number;
+  /** Replied: when Redis ran it, and whether it admitted (take, limit) or gave anything back (refund). */
+  readonly serverMs?: number;
+  readonly allowed?: boolean;
+  /** A take that admitted: the units it took. */
+  readonly taken?: number;
+  /** Rejected: the store's error; whether Redis ran it is unknown. */
+  readonly error?: string;
 }
 
 export interface MemoryRecord {
@@ -57,13 +98,16 @@ export interface MemoryRecord {
   readonly heapUsedBytes: number;
 }
 
-export type FaultKind = 'kill' | 'failover' | 'partition' | 'pause' | 'script-flush';
+/** `worker-kill`: a worker SIGKILLed (its leases never given back), a spare started before the faults in its place. */
+export type FaultKind = 'kill' | 'failover' | 'partition' | 'pause' | 'script-flush' | 'worker-kill';
 
 export interface FaultRecord {
   readonly type: 'fault';
   readonly kind: FaultKind;
-  /** The node it hit (script-flush: every node, 0). */
+  /** The node it hit (script-flush: every node, 0; worker-kill: none, 0). */
   readonly port: number;
+  /** worker-kill: the worker killed. */
+  readonly worker?: number;
   readonly startMs: number;
   /** When it was over and the cluster settled again. */
   readonly endMs: number;
@@ -82,18 +126,20 @@ export interface NodeRecord {
   readonly ttlLess: readonly string[];
 }
 
-export type HistoryRecord = CallRecord | MemoryRecord | FaultRecord | NodeRecord;
+export type HistoryRecord = CallRecord | StepRecord | StepEndRecord | MemoryRecord | FaultRecord | NodeRecord;
 
-/** Appends records to a file, one JSON line each. */
+/**
+ * Appends records to a file, one JSON line each, written before write() returns: a process
+ * SIGKILLed later loses none of them (a stream's buffer would lose its tail).
+ */
 export function historyWriter(path: string) {
-  const stream = createWriteStream(path);
+  const fd = openSync(path, 'w');
   return {
     write(record: HistoryRecord): void {
-      stream.write(`${JSON.stringify(record)}\n`);
+      writeSync(fd, `${JSON.stringify(record)}\n`);
     },
-    async close(): Promise<void> {
-      stream.end();
-      await once(stream, 'finish');
+    close(): void {
+      closeSync(fd);
     },
   };
 }

@@ -1,7 +1,8 @@
 /**
- * The chaos soak: `npm run soak -- --minutes N [--workers N]`. Starts a Redis Cluster (3 masters,
- * 3 replicas) behind one proxy per node, worker processes hammering it through ioredis and
- * node-redis, and injects faults at random until the time is up; then checks the whole history
+ * The chaos soak: `npm run soak -- --minutes N [--workers N] [--spares N]`. Starts a Redis Cluster
+ * (3 masters, 3 replicas) behind one proxy per node, worker processes hammering it through ioredis
+ * and node-redis, spare workers to take a killed one's place, and injects faults at random until
+ * the time is up; then checks the whole history
  * (soak/check.ts) and exits 1 on any invariant violation (2 if the soak itself failed).
  * docs/reliability.md ("Chaos soak") says what is checked, exactly.
  */
@@ -18,7 +19,7 @@ import { startRedisCluster } from '../test/support/cluster.js';
 import { startProxy } from '../test/support/proxy.js';
 import { chaos, faultKinds } from './chaos.js';
 import { checkRun, formatSummary } from './check.js';
-import { historyWriter, type FaultKind } from './history.js';
+import { historyWriter, type FaultKind, type FaultRecord } from './history.js';
 import type { WorkerConfig } from './worker.js';
 
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
@@ -37,12 +38,23 @@ const SAMPLE_EVERY_MS = 5_000;
 const STOP_WITHIN_MS = 30_000;
 
 const { values } = parseArgs({
-  options: { minutes: { type: 'string', default: '1' }, workers: { type: 'string', default: '4' } },
+  options: {
+    minutes: { type: 'string', default: '1' },
+    workers: { type: 'string', default: '4' },
+    spares: { type: 'string', default: '3' },
+  },
 });
 const minutes = Number(values.minutes);
 const workerCount = Number(values.workers);
-if (!(minutes > 0) || !Number.isInteger(workerCount) || workerCount < 2) {
-  console.error('usage: npm run soak -- --minutes <N > 0> [--workers <N >= 2>]');
+const spareCount = Number(values.spares);
+if (
+  !(minutes > 0) ||
+  !Number.isInteger(workerCount) ||
+  workerCount < 2 ||
+  !Number.isInteger(spareCount) ||
+  spareCount < 0
+) {
+  console.error('usage: npm run soak -- --minutes <N > 0> [--workers <N >= 2>] [--spares <N >= 0>]');
   process.exit(2);
 }
 
@@ -71,6 +83,12 @@ async function startWorker(config: WorkerConfig) {
         : `worker ${config.index} (${config.client}) exited with ${signal ?? `code ${code}`}`;
     },
     kill: () => child.kill('SIGKILL'),
+    /** SIGKILLs the worker and waits for it to be gone: it gives nothing back and writes nothing more. */
+    async crash(): Promise<void> {
+      child.kill('SIGKILL');
+      await exited;
+    },
+    index: config.index,
   };
 }
 
@@ -78,7 +96,7 @@ const between = (min: number, max: number) => min + Math.random() * (max - min);
 /** The fault kinds in a random order, each once, again and again: every kind runs in a short soak too. */
 function* shuffledRounds() {
   for (;;) {
-    const round = [...faultKinds];
+    const round: FaultKind[] = [...faultKinds, 'worker-kill'];
     for (let i = round.length - 1; i > 0; i--) {
       const j = Math.floor(Math.random() * (i + 1));
       [round[i], round[j]] = [round[j] as FaultKind, round[i] as FaultKind];
@@ -119,8 +137,10 @@ try {
   cleanups.push(() => Promise.all(nodes.map(({ proxy }) => proxy.stop())));
   const proxyOf = Object.fromEntries(nodes.map(({ server, proxy }) => [server.port, proxy.port]));
 
-  const workers = await Promise.all(
-    Array.from({ length: workerCount }, (_, index) =>
+  // The spares (the indexes after the workers') are started now, with the others: a worker started
+  // among the faults would load the machine while it compiles, and calls would be answered late.
+  const started = await Promise.all(
+    Array.from({ length: workerCount + spareCount }, (_, index) =>
       startWorker({
         index,
         ...(PROFILES[index % PROFILES.length] ?? PROFILES[0]),
@@ -133,7 +153,21 @@ try {
       }),
     ),
   );
-  cleanups.push(() => workers.forEach((worker) => worker.kill()));
+  cleanups.push(() => started.forEach((worker) => worker.kill()));
+  const workers = started.slice(0, workerCount);
+  const spares = started.slice(workerCount);
+
+  /** Kills a random worker (SIGKILL: its leases are never given back) and sets a spare going in its place. */
+  async function killWorker(): Promise<FaultRecord> {
+    const [victim] = workers.splice(Math.floor(Math.random() * workers.length), 1);
+    const spare = spares.shift();
+    if (!victim || !spare) throw new Error('no worker to kill, or no spare to take its place');
+    const startMs = Date.now();
+    await victim.crash();
+    spare.go();
+    workers.push(spare);
+    return { type: 'fault', kind: 'worker-kill', port: 0, worker: victim.index, startMs, endMs: Date.now() };
+  }
 
   const faults = historyWriter(join(dir, 'faults.jsonl'));
   const samples = historyWriter(join(dir, 'nodes.jsonl'));
@@ -150,25 +184,27 @@ try {
     }
   })();
   for (const kind of shuffledRounds()) {
+    if (kind === 'worker-kill' && spares.length === 0) continue;
     await sleep(between(2_000, 5_000));
     if (Date.now() >= until) break;
-    const fault = await inject(kind);
+    const fault = kind === 'worker-kill' ? await killWorker() : await inject(kind);
     faults.write(fault);
-    log(
-      `${kind}${fault.port ? ` of node ${fault.port}` : ''}: ${((fault.endMs - fault.startMs) / 1000).toFixed(1)} s until settled`,
-    );
+    const target =
+      fault.worker !== undefined ? ` of worker ${fault.worker}` : fault.port ? ` of node ${fault.port}` : '';
+    log(`${kind}${target}: ${((fault.endMs - fault.startMs) / 1000).toFixed(1)} s until settled`);
   }
   await sampling;
 
-  const workerFailures = (await Promise.all(workers.map((worker) => worker.stop()))).filter(
+  // The spares not needed are stopped too, before they were told to go.
+  const workerFailures = (await Promise.all([...workers, ...spares].map((worker) => worker.stop()))).filter(
     (failure) => failure !== undefined,
   );
   log(
     `workers stopped after ${((Date.now() - startedAt) / 60_000).toFixed(1)} min; scanning every master for keys without a TTL`,
   );
   for (const record of await sample(prefix)) samples.write(record);
-  await faults.close();
-  await samples.close();
+  faults.close();
+  samples.close();
 
   const summary = await checkRun(dir, prefix, workerFailures);
   console.log(formatSummary(summary));

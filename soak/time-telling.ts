@@ -4,7 +4,7 @@ import type { Timed } from './history.js';
 import { TIMEOUT_MS } from './plan.js';
 
 /** This process's clock in ms since the epoch, finer than Date.now(). */
-const clock = () => performance.timeOrigin + performance.now();
+export const clock = () => performance.timeOrigin + performance.now();
 
 /**
  * The store, telling a listener the Redis time of each reply (read as the limiter reads it, by

@@ -1,8 +1,9 @@
 /**
- * One soak worker process: a cluster client (ioredis or node-redis) through the proxies, a limiter
- * per algorithm on the shared keys, and `loops` callers hammering them at random until told to stop.
- * Every call goes to its history file. It prints "ready" once connected, starts on "go" and stops
- * on "stop" (or when stdin closes, as it does if the soak dies), finishing the calls in flight.
+ * One soak worker process: a cluster client (ioredis or node-redis) through the proxies, the plan's
+ * limiters on their keys, and `loops` callers hammering them at random until told to stop. Every
+ * call goes to its history file, and every store step of a leased limiter too. It prints "ready"
+ * once connected, starts on "go" and stops on "stop" (or when stdin closes, as it does if the soak
+ * dies), finishing the calls in flight and giving back the leases it holds.
  *
  * argv: a WorkerConfig as JSON
  */
@@ -11,10 +12,13 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
-import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient } from '../src/index.js';
+import { callKeys } from '../src/core/keys.js';
+import { enginePolicy } from '../src/engine/algorithm.js';
+import { policyUnitsTaken, replyAllowed, replyNowMs } from '../src/engine/reply.js';
+import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient, type Store } from '../src/index.js';
 import { historyWriter, type CallRecord, type ReleaseRecord, type Timed } from './history.js';
-import { soakKeys, soakLimiters, TIMEOUT_MS, type SoakLimiter } from './plan.js';
-import { timeTelling } from './time-telling.js';
+import { soakLimiters, TIMEOUT_MS, type SoakLimiter } from './plan.js';
+import { clock, timeTelling } from './time-telling.js';
 
 export interface WorkerConfig {
   readonly index: number;
@@ -84,19 +88,67 @@ async function connect(): Promise<{ client: RedisClient; close: () => Promise<vo
 }
 
 const { client, close } = await connect();
-const { store, timed } = timeTelling(redisStore(client));
+const redis = redisStore(client);
+const { store, timed } = timeTelling(redis);
+const history = historyWriter(config.historyPath);
+
+/** Steps sent and not yet ended: the history is closed after them. */
+const stepsInFlight = new Set<Promise<void>>();
+let steps = 0;
+
+/** The store of `soak`'s leased limiter: writes each step to the history before it is sent, and when it ends. */
+function recordingSteps(soak: SoakLimiter): Store {
+  // A step's client key, by the first of its Redis keys (every key of a client shares its stem).
+  const keyOf = new Map(soak.keys.map((key) => [callKeys(config.prefix, key, [enginePolicy(soak.policy)])[0], key]));
+  const worker = config.index;
+  return {
+    run(script, keys, args, deadline) {
+      const id = steps++;
+      const [op, cost, chargedAtMs] = args;
+      history.write({
+        type: 'step',
+        worker,
+        id,
+        limiter: soak.name,
+        key: keyOf.get(keys[0] ?? '') ?? String(keys[0]),
+        op: String(op),
+        cost: Number(cost),
+        ...(op === 'refund' && { chargedAtMs: Number(chargedAtMs) }),
+        startMs: clock(),
+      });
+      const running = redis.run(script, keys, args, deadline);
+      const ended = running.then(
+        (reply) =>
+          history.write({
+            type: 'step-end',
+            worker,
+            id,
+            endMs: clock(),
+            serverMs: replyNowMs(reply),
+            allowed: replyAllowed(reply),
+            ...(op === 'take' && replyAllowed(reply) && { taken: policyUnitsTaken(reply, 0) }),
+          }),
+        (error: unknown) => history.write({ type: 'step-end', worker, id, endMs: clock(), error: String(error) }),
+      );
+      stepsInFlight.add(ended);
+      void ended.finally(() => stepsInFlight.delete(ended));
+      return running;
+    },
+  };
+}
+
 const limiters = soakLimiters.map((soak) => ({
   soak,
   limiter: createLimiter({
-    store,
+    store: soak.lease === undefined ? store : recordingSteps(soak),
     policy: soak.policy,
     prefix: config.prefix,
     timeout: TIMEOUT_MS,
     onStoreError: config.onStoreError,
     onOutage: () => undefined,
+    ...(soak.lease !== undefined && { lease: soak.lease }),
   }),
 }));
-const history = historyWriter(config.historyPath);
 
 /** A call's times, as the history keeps them. */
 const times = ({ startMs, endMs, timerLateMs, afterTimerMs }: Timed): Timed => ({
@@ -117,10 +169,12 @@ async function call(soak: SoakLimiter, limiter: Limiter, key: string): Promise<v
     history.write({ ...base, outcome: 'rejected', error: String(made.error) });
     return;
   }
+  // A leased limiter's decision may come from units taken by an earlier step: the time of that step.
+  const serverMs = soak.lease === undefined ? made.serverMs : decision.decidedAt;
   const record: CallRecord = {
     ...base,
     outcome: decision.allowed ? 'allowed' : 'denied',
-    ...(decision.reason === undefined ? { serverMs: made.serverMs } : { reason: decision.reason }),
+    ...(decision.reason === undefined ? { serverMs } : { reason: decision.reason }),
   };
   if (
     !leased ||
@@ -146,7 +200,7 @@ let running = true;
 async function hammer(): Promise<void> {
   while (running) {
     const { soak, limiter } = pick(limiters);
-    await call(soak, limiter, pick(soakKeys));
+    await call(soak, limiter, pick(soak.keys));
     await sleep(Math.random() * config.pauseMs);
   }
 }
@@ -162,9 +216,10 @@ const stopped = new Promise<void>((resolve) => {
   commands.on('close', resolve);
 });
 process.stdout.write('ready\n');
-await Promise.race([
-  stopped,
-  new Promise<void>((resolve) => commands.on('line', (line) => line === 'go' && resolve())),
+// A spare worker the soak did not need is stopped before it was told to go: it makes no call.
+running = await Promise.race([
+  stopped.then(() => false),
+  new Promise<boolean>((resolve) => commands.on('line', (line) => line === 'go' && resolve(true))),
 ]);
 
 const loops = Array.from({ length: config.loops }, hammer);
@@ -173,5 +228,8 @@ running = false;
 await Promise.all(loops);
 clearInterval(memory);
 commands.close();
-await history.close();
+// The leases held are given back; every step is over before the history is closed.
+await Promise.all(limiters.filter(({ soak }) => soak.lease !== undefined).map(({ limiter }) => limiter.close()));
+while (stepsInFlight.size > 0) await Promise.all(stepsInFlight);
+history.close();
 await close();

@@ -68,12 +68,13 @@ end
 
 const PARSE_CALL = `
 -- callOf(ARGV): a call's arguments, parsed. ARGV:
---   [1] op: limit, peek, refund, settle, release, extend, block or reset
+--   [1] op: limit, peek, take, refund, settle, release, extend, block or reset
 --   [2] cost: the same in every policy (limit, peek, refund: from 0 up; settle: what to take, or
 --       to give back when negative), or 'each' when each policy has its own (they follow the
 --       policies)
 --   [3] target: block: its duration in ms; release and extend: the lease id; refund and settle:
---       when the units given back were charged (server time in ms; 0: unknown)
+--       when the units given back were charged (server time in ms; 0: unknown); take: the fewest
+--       units to take
 --   [4] ms: extend: the new lease length in ms
 --   [5] strikes: the consecutive denials that block the key (0: the limiter has no penalty box)
 --   [6] blockMs: how long the penalty box blocks the key, in ms
@@ -154,6 +155,36 @@ local function blockedReply(out, at, n, blocked)
   end
   return 2 + n * 5
 end
+-- take: a quota lease's (src/limiter/quota-leasing.ts), of one policy: its cost in units or, when
+-- they do not fit, as many as fit down to least (the request's own cost), in this one step. A denial
+-- is the answer at least. The policy's extra is the units taken (0 when denied).
+local function takeUpTo(key, policy, now, least, out, at)
+  local alg, p, state, most = policy.alg, policy.p, policy.state, policy.cost
+  local take = most
+  local allowed, remaining, reset, retry = alg.decide(key, most, now, p, false, state)
+  if not allowed then
+    take = least
+    allowed, remaining, reset, retry = alg.decide(key, least, now, p, false, state)
+    local fit = remaining < most and remaining or most - 1
+    if allowed and fit > least then
+      local fits, r, s, t = alg.decide(key, fit, now, p, false, state)
+      if fits then take, remaining, reset, retry = fit, r, s, t else alg.decide(key, least, now, p, false, state) end
+    end
+  end
+  local extra = 0
+  if allowed then
+    -- admit writes the cost as its text (every take sets it: a take's ARGV is shared only by takes).
+    state.costText = digits(take)
+    remaining, reset = alg.admit(key, take, now, p, state)
+    extra = take
+  else
+    alg.keep(key, least, now, p, state)
+  end
+  local flag = allowed and 1 or 0
+  out[at + 1], out[at + 2] = flag, 0
+  out[at + 3], out[at + 4], out[at + 5], out[at + 6], out[at + 7] = flag, remaining > 0 and remaining or 0, reset, retry, extra
+  return 7
+end
 local function decideCall(block, KEYS, k, ARGV, now, out, at)
   local c = callOf(ARGV)
   local op, policies, first = c.op, c.policies, k + c.before
@@ -215,6 +246,7 @@ local function decideCall(block, KEYS, k, ARGV, now, out, at)
     return blockedReply(out, at, #policies, blocked)
   end
   if blockedUntil ~= 0 and not peek then redis.call('DEL', block) end
+  if op == 'take' then return takeUpTo(KEYS[first + 1], policies[1], now, c.target, out, at) end
   -- Each policy's reply is written as it decides; admitting the request then overwrites its
   -- remaining, reset and extra. A reply's remaining is never negative (clamped by a comparison,
   -- cheaper than math.max, a global's field and a C call).

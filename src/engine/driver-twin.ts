@@ -62,6 +62,38 @@ function blockedReply(reply: number[], now: number, blocked: number): number[] {
   return reply;
 }
 
+type ParsedPolicy = ReturnType<typeof parseArgs>['policies'][number];
+
+/** As the Lua's takeUpTo: the policy's cost in units, or as many as fit down to `least`; extra is the units taken. */
+function takeUpTo(reply: number[], now: number, cell: Cell, policy: ParsedPolicy, least: number): number[] {
+  const { kind, params, cost: most, state } = policy;
+  let take = most;
+  kind.decide(now, cell, most, params, false, state);
+  if (!state.allowed) {
+    take = least;
+    kind.decide(now, cell, least, params, false, state);
+    const fit = state.remaining < most ? state.remaining : most - 1;
+    if (state.allowed && fit > least) {
+      kind.decide(now, cell, fit, params, false, state);
+      if (state.allowed) take = fit;
+      else kind.decide(now, cell, least, params, false, state);
+    }
+  }
+  const allowed = state.allowed ? 1 : 0;
+  reply[0] = now;
+  reply[1] = allowed;
+  reply[2] = 0;
+  reply[3] = allowed;
+  reply[6] = state.retryAfter;
+  state.extra = 0;
+  if (state.allowed) kind.admit(now, cell, take, params, state);
+  else kind.keep(now, cell, least, params, state);
+  reply[4] = Math.max(0, state.remaining);
+  reply[5] = state.resetAfter;
+  reply[7] = state.allowed ? take : 0;
+  return reply;
+}
+
 /** The driver's TypeScript twin: the same steps, over the cells [block, (strikes), ...policies]. */
 export function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
   // As in the Lua: a limiter's calls share their args array, which is read once, and each policy's
@@ -129,6 +161,7 @@ export function driverTwin(algorithms: readonly Algorithm[]): Script['twin'] {
     if (blockedUntil > now && blockedUntil <= now + MAX_DURATION_MS)
       return blockedReply(reply, now, blockedUntil - now);
     if (blockedUntil > 0 && !peek) deleteCell(block);
+    if (call.op === 'take') return takeUpTo(reply, now, cells[first] as Cell, policies[0] as ParsedPolicy, call.target);
     let all = true;
     for (let i = 0; i < policies.length; i++) {
       const { kind, params, cost, state } = policies[i] as (typeof policies)[number];

@@ -1,10 +1,11 @@
+import type { Operation } from '../core/types.js';
 import type { Algorithm } from './algorithm.js';
 import { driverScript } from './driver-lua.js';
 import { driverTwin, EACH } from './driver-twin.js';
 import type { Arg, Script } from './script.js';
 
-/** What a call asks of the script. */
-export type Op = 'limit' | 'peek' | 'refund' | 'settle' | 'release' | 'extend' | 'block' | 'reset';
+/** What a call asks of the script: an operation, or a quota lease's take (reported as a limit). */
+export type Op = Operation | 'take';
 
 /** The arguments of one call, before they are flattened into ARGV. */
 export interface Call {
@@ -14,7 +15,10 @@ export interface Call {
    * 0 up; settle: what to take, or give back when negative, in each policy).
    */
   readonly cost: number | readonly number[];
-  /** block: its duration in ms; release and extend: the lease id; refund and settle: when the units were charged (0: unknown). */
+  /**
+   * block: its duration in ms; release and extend: the lease id; refund and settle: when the units
+   * were charged (0: unknown); take: the fewest units to take (a quota lease's: see driver-lua.ts).
+   */
   readonly target: number;
   /** extend: the new lease length in ms. */
   readonly ms: number;

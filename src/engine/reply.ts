@@ -26,6 +26,8 @@ export const policyResetAfterMs = (reply: Reply, i: number): number => reply[HEA
 export const policyRetryAfterMs = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 3] ?? 0;
 /** acquire: the first id of the lease concurrency policy `i` gave (0: none). */
 export const policyLeaseId = (reply: Reply, i: number): number => reply[HEAD + i * PER_POLICY + 4] ?? 0;
+/** take: the units policy `i` took (0: denied); the same field as a lease id. */
+export const policyUnitsTaken = policyLeaseId;
 
 /** One policy's part of a reply. */
 export interface PolicyReply {

@@ -39,8 +39,18 @@ export function validCost(cost: unknown, policies: readonly Policy[]): Costs {
     });
     return costs;
   }
+  return validCostNumber(cost, policies, `a whole number of at least 1, or ${COST_BY_UNIT}`);
+}
+
+/** A `cost` given as one number: 1 when left out, and within every policy's most. `expected` says what the call takes. */
+export function validCostNumber(
+  cost: unknown,
+  policies: readonly Policy[],
+  expected = 'a whole number of at least 1',
+): number {
+  if (cost === undefined) return 1;
   if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1)
-    throw new InvalidArgumentError('cost', cost, `a whole number of at least 1, or ${COST_BY_UNIT}`);
+    throw new InvalidArgumentError('cost', cost, expected);
   const tightest = Math.min(...policies.map((p) => p.maxCost));
   if (cost > tightest) throw new CostExceedsLimitError(cost, tightest);
   return cost;

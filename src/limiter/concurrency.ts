@@ -1,9 +1,9 @@
 import { parseDuration, type Duration } from '../core/duration.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { clientId } from '../core/keys.js';
-import type { Decision, Lease, Policy } from '../core/types.js';
+import type { Decision, Lease, Operation, Policy } from '../core/types.js';
 import type { EnginePolicy } from '../engine/algorithm.js';
-import { scriptArgs, scriptFor, type Op } from '../engine/driver.js';
+import { scriptArgs, scriptFor } from '../engine/driver.js';
 import { policyLeaseId, replyAllowed } from '../engine/reply.js';
 import type { Reply } from '../engine/script.js';
 import { costOf, type Costs } from './call-arguments.js';
@@ -34,7 +34,7 @@ export function leaseOf(
       ? [{ policy, leaseId, slots: costOf(cost, i), keys: [...keys.slice(0, first), keys[first + i] as string] }]
       : [];
   });
-  const onEach = async (op: Op, msFor: (policy: Policy) => number) => {
+  const onEach = async (op: Operation, msFor: (policy: Policy) => number) => {
     const replies = await Promise.all(
       held.map(({ policy, leaseId, slots, keys }) =>
         calls.guard.settle(

@@ -1,16 +1,11 @@
-import {
-  CostExceedsLimitError,
-  InvalidArgumentError,
-  InvalidOptionError,
-  WrongMethodError,
-  type StoreError,
-} from '../core/errors.js';
+import { InvalidArgumentError, InvalidOptionError, WrongMethodError, type StoreError } from '../core/errors.js';
 import { callKeys, validKey, validPrefix } from '../core/keys.js';
 import type { Decision, FailureReason, Policy, PolicyDecision, StoreWatcher } from '../core/types.js';
 import { optionsObject } from '../core/validate.js';
 import { enginePolicy, type EnginePolicy } from '../engine/algorithm.js';
 import { compiled, scriptArgs } from '../engine/driver.js';
 import type { Store } from '../engine/store.js';
+import { validCostNumber } from './call-arguments.js';
 import { failureGuard, type FailureGuard, type FailureOptions } from './failure.js';
 import { isStore } from './options.js';
 
@@ -77,15 +72,6 @@ function keysOf(prefix: string, parts: readonly JointPart[], lists: readonly (re
 }
 
 /** A part's cost, checked against its policies. */
-function validCost(cost: unknown, policies: readonly EnginePolicy[]): number {
-  if (cost === undefined) return 1;
-  if (!Number.isSafeInteger(cost) || (cost as number) < 1)
-    throw new InvalidArgumentError('cost', cost, 'a whole number of at least 1');
-  const tightest = Math.min(...policies.map((p) => p.maxCost));
-  if ((cost as number) > tightest) throw new CostExceedsLimitError(cost as number, tightest);
-  return cost as number;
-}
-
 /** Each part's engine policies, and the cost of each policy in the order of the call. */
 function validParts(parts: readonly JointPart[]): { lists: (readonly EnginePolicy[])[]; costs: number[] } {
   const given: unknown = parts;
@@ -102,7 +88,7 @@ function validParts(parts: readonly JointPart[]): { lists: (readonly EnginePolic
     const engine = part.policies.map(enginePolicy);
     if (engine.some((p) => p.kind.leases === true))
       throw new WrongMethodError('a concurrency policy takes slots with acquire(), which a joint call has not');
-    const cost = validCost(part.cost, engine);
+    const cost = validCostNumber(part.cost, engine);
     for (let i = 0; i < engine.length; i++) costs.push(cost);
     return engine;
   });

@@ -4,7 +4,7 @@ import { callKeys, clientId, validKey } from '../core/keys.js';
 import type { Duration } from '../core/duration.js';
 import type { Decision, LimitOptions, Limiter, Policy, RefundOptions } from '../core/types.js';
 import type { EnginePolicy } from '../engine/algorithm.js';
-import { replyAllowed } from '../engine/reply.js';
+import { policyUnitsTaken, replyAllowed } from '../engine/reply.js';
 import type { Reply } from '../engine/script.js';
 import { limitEach, waitThrough } from './built-on-limit.js';
 import { callOptions, chargeOf, validAmount, validCost, type Costs } from './call-arguments.js';
@@ -13,7 +13,7 @@ import { decisionOf, shadowed } from './decision.js';
 import type { DeniedCache } from './denied-cache.js';
 import { limiterParts, policyList, type LimiterOptions, type LimiterParts } from './options.js';
 import { reservationOf } from './reservations.js';
-import { leasedLimiter } from './quota-leasing.js';
+import { leasedLimiter, type Taken } from './quota-leasing.js';
 
 export type { LimiterOptions } from './options.js';
 
@@ -134,11 +134,36 @@ async function block(own: LimiterParts, key: string, duration: Duration): Promis
   await own.calls.change(clientId(k), own.policies, 'block', 1, ms);
 }
 
+/**
+ * A quota lease's take: `most` units of the limiter's one policy or, when they do not fit, as many
+ * as fit down to `least` (the request's cost), in one step; the store's decision and the units taken.
+ */
+function takeUpTo(own: LimiterParts, key: string, most: number, least: number): Promise<Taken> {
+  const k = validKey(key);
+  const { calls, policies } = own;
+  const answer = (decision: Decision, reply: Reply | undefined): Taken => ({
+    decision,
+    taken: reply === undefined || !decision.allowed ? 0 : policyUnitsTaken(reply, 0),
+  });
+  if (calls.runLocal) {
+    const reply = calls.localReply(clientId(k), policies, 'take', most, least);
+    return Promise.resolve(answer(decisionOf(reply, policies), reply));
+  }
+  return calls.decide('limit', clientId(k), policies, most, answer, k, least, { least });
+}
+
 /** Ties policies, a store and a key prefix together. Bad options throw here, not on the first request. */
 export function createLimiter(options: LimiterOptions): Limiter {
   if (typeof options === 'object' && options !== null && options.lease !== undefined)
-    return leasedLimiter(options, createLimiter);
-  const own = limiterParts(options);
+    return leasedLimiter(options, (storeOptions) => {
+      const own = limiterParts(storeOptions);
+      return { limiter: limiterOf(own), takeUpTo: (key, most, least) => takeUpTo(own, key, most, least) };
+    });
+  return limiterOf(limiterParts(options));
+}
+
+/** The limiter of `own`'s parts. */
+function limiterOf(own: LimiterParts): Limiter {
   const { policies, prefix, calls, denied } = own;
   // Not through promised(): no closure per call. Bad input rejects, as the API promises.
   const limit: Limiter['limit'] = (key, limitOptions) => {

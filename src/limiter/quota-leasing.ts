@@ -34,13 +34,25 @@ const MAX_KEYS = 10_000;
 const BLOCK_REFUSED =
   "block() on a limiter with a lease: other processes admit from the leases they hold until those end, so a block could not take effect at once; block keys with a limiter without `lease` (it shares this one's keys when it has the same prefix and policy)";
 
+/** What a take answers: the store's decision, and the units it took (0 when denied or decided without the store). */
+export interface Taken {
+  readonly decision: Decision;
+  readonly taken: number;
+}
+
+/** The limiter that asks the store, and its take: `most` units, or as many as fit down to `least`, in one step. */
+export interface StoreLimiter {
+  readonly limiter: Limiter;
+  readonly takeUpTo: (key: string, most: number, least: number) => Promise<Taken>;
+}
+
 /**
  * A limiter whose limit() takes quota from the store `lease.units` at a time and admits from it
  * here (docs/leases.md). `create` makes the limiter that asks the store: createLimiter without the
  * lease, shadow mode (applied here, to what the leases decide too) and a fallback limiter (asked
  * here, at the request's own cost rather than the lease's).
  */
-export function leasedLimiter(options: LimiterOptions, create: (options: LimiterOptions) => Limiter): Limiter {
+export function leasedLimiter(options: LimiterOptions, create: (options: LimiterOptions) => StoreLimiter): Limiter {
   const { lease, shadow, onStoreError, ...rest } = options;
   const l = nestedOptions('lease', lease, ['units', 'ms']);
   if (shadow !== undefined && typeof shadow !== 'boolean')
@@ -52,7 +64,8 @@ export function leasedLimiter(options: LimiterOptions, create: (options: Limiter
       'left out on a limiter with a lease: leases admit without the store, so denials would not be in a row and a block would not stop them at once',
     );
   const fallback = typeof onStoreError === 'object' ? onStoreError : undefined;
-  const store = create({ ...rest, onStoreError: fallback === undefined ? onStoreError : 'deny' });
+  const asked = create({ ...rest, onStoreError: fallback === undefined ? onStoreError : 'deny' });
+  const store = asked.limiter;
   if (store.policies.length !== 1)
     throw new InvalidOptionError(
       'lease',
@@ -63,10 +76,11 @@ export function leasedLimiter(options: LimiterOptions, create: (options: Limiter
   if (fallback !== undefined) storeErrorPolicy(fallback, [policy]);
   const units = positiveInteger('lease.units', l.units, policy.maxCost);
   const terms = leaseTerms(policy, parseDuration('lease.ms', l.ms), lease);
-  return leasing(store, { units, terms, shadow: shadow === true, fallback });
+  return leasing(store, { units, terms, shadow: shadow === true, fallback, takeUpTo: asked.takeUpTo });
 }
 
 interface Leasing {
+  readonly takeUpTo: StoreLimiter['takeUpTo'];
   readonly units: number;
   readonly terms: LeaseTerms;
   readonly shadow: boolean;
@@ -162,35 +176,32 @@ class QuotaLeasing {
     return decision;
   }
 
-  /** Asks the store for a lease of up to `units`, of which the request's `cost` are used at once. */
+  /**
+   * Asks the store for a lease of up to `units`, of which the request's `cost` are used at once: one
+   * step, which takes what fits down to `cost` (so a call waits for one store call, within its timeout).
+   */
   private async take(key: string, cost: number, state: KeyLeasing): Promise<Decision> {
-    const { units, terms } = this.leasing;
-    let ask = Math.max(cost, Math.min(units, this.room(state, performance.now())));
-    for (;;) {
-      const sentAt = performance.now();
-      const decision = await this.store.limit(key, { cost: ask });
-      if (decision.reason !== undefined) return this.failedOver(key, cost, decision);
-      this.heard(state, decision, sentAt);
-      // Asked at the request's own cost, or blocked (for any cost), the denial is the store's answer to it.
-      if (!decision.allowed && (ask === cost || decision.blockedForMs !== undefined)) return decision;
-      if (!decision.allowed) {
-        ask = Math.max(cost, Math.min(ask - 1, decision.remaining));
-        continue;
-      }
-      if (ask === cost) return decision;
-      const lease = new QuotaLease(decision, ask, cost, sentAt, this.store.policy, terms);
-      if (state.lease !== undefined) this.end(key, state.lease);
-      state.lease = lease;
-      this.tell('onTaken', ask);
-      const answer = lease.answer(performance.now());
-      // Taken as close() ran: what the request did not use goes back at once.
-      if (this.closed) this.end(key, lease);
-      else {
-        lease.timer = setTimeout(() => this.end(key, lease), Math.max(0, lease.endsAt - performance.now()));
-        holdProcessOpen(lease.timer, false);
-      }
-      return answer;
+    const { units, terms, takeUpTo } = this.leasing;
+    const ask = Math.max(cost, Math.min(units, this.room(state, performance.now())));
+    if (ask === cost) return this.direct(key, cost, state);
+    const sentAt = performance.now();
+    const { decision, taken } = await takeUpTo(key, ask, cost);
+    if (decision.reason !== undefined) return this.failedOver(key, cost, decision);
+    this.heard(state, decision, sentAt);
+    // A denial (blocked, or no room for the request's own cost) is the store's answer to the request.
+    if (!decision.allowed || taken === cost) return decision;
+    const lease = new QuotaLease(decision, taken, cost, sentAt, this.store.policy, terms);
+    if (state.lease !== undefined) this.end(key, state.lease);
+    state.lease = lease;
+    this.tell('onTaken', taken);
+    const answer = lease.answer(performance.now());
+    // Taken as close() ran: what the request did not use goes back at once.
+    if (this.closed) this.end(key, lease);
+    else {
+      lease.timer = setTimeout(() => this.end(key, lease), Math.max(0, lease.endsAt - performance.now()));
+      holdProcessOpen(lease.timer, false);
     }
+    return answer;
   }
 
   /** A request that the lease could not admit: it waits for a take under way, or takes a lease itself. */
@@ -210,7 +221,8 @@ class QuotaLeasing {
         // answer (asking again could take it past its timeout); else the store had no lease to give,
         // and is asked for the request alone, with the others that waited (in one batch).
         const taken = await state.taking;
-        if (state.lease !== undefined) continue;
+        // The lease that take took is used; the one held before (too small for this cost) is not asked again.
+        if (state.lease !== undefined && state.lease !== held) continue;
         if (taken?.decision.reason !== undefined) return this.failedOver(key, cost, taken.decision);
         if (taken !== undefined && taken.cost === cost) return taken.decision;
         return this.direct(key, cost, state);

@@ -1,3 +1,4 @@
+import { StoreTimeoutError } from '../core/errors.js';
 import { clientId } from '../core/keys.js';
 import type { Decision, Reservation } from '../core/types.js';
 import type { EnginePolicy } from '../engine/algorithm.js';
@@ -22,18 +23,25 @@ function settler(
     reply !== undefined && replyAllowed(reply) ? undefined : Promise.resolve(false);
   // Read now: a local store reuses its reply for its next call.
   const chargedAt = reply === undefined ? 0 : replyNowMs(reply);
+  // Whether a settle failed otherwise than by its timeout (which counts nothing: see Attempt): it
+  // may have run, its reply lost with its connection, so a retry gives nothing back again (a
+  // give-back twice would admit past the limit); an increase it may charge twice.
+  let mayHaveRun = false;
   return (actual) =>
     promised(() => {
       const actualCosts = validAmount('actual', actual, list, true);
       if (settled) return settled.then(() => false);
-      const deltas = list.map((_, i) => costOf(actualCosts, i) - costOf(estimate, i));
+      const deltas = list.map((_, i) => {
+        const delta = costOf(actualCosts, i) - costOf(estimate, i);
+        return mayHaveRun && delta < 0 ? 0 : delta;
+      });
       denied?.forget(key);
       // Given back where the estimate was charged, at the reply's time (the store's clock).
       const settling = deltas.every((d) => d === 0)
         ? Promise.resolve(true)
         : calls.change(clientId(key), list, 'settle', deltas, chargedAt).then(() => true);
       settled = settling.catch((error: unknown) => {
-        // Nothing changed (a late call counts nothing): it may be settled again.
+        if (!(error instanceof StoreTimeoutError)) mayHaveRun = true;
         settled = undefined;
         throw error;
       });

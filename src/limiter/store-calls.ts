@@ -1,5 +1,5 @@
 import { callSuffixes, partName, stemmed } from '../core/keys.js';
-import type { LimitOptions } from '../core/types.js';
+import type { LimitOptions, Operation } from '../core/types.js';
 import type { EnginePolicy } from '../engine/algorithm.js';
 import { compiled, scriptArgs, type Op } from '../engine/driver.js';
 import type { Arg, Reply, Script } from '../engine/script.js';
@@ -83,18 +83,18 @@ export class StoreCalls {
   }
 
   /** A store call with no decision to fall back on: within the timeout, or a StoreError. */
-  change(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs, target = 0, ms = 0): Promise<Reply> {
+  change(id: string, list: readonly EnginePolicy[], op: Operation, cost: Costs, target = 0, ms = 0): Promise<Reply> {
     return this.guard.settle(op, this.scriptOf(list), this.keysOf(id, list), this.argsOf(list, op, cost, target, ms));
   }
 
-  /** A limit or peek on a local store, which answers at once and cannot fail: its reply. */
-  localReply(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs): Reply {
+  /** A limit, peek or take on a local store, which answers at once and cannot fail: its reply. */
+  localReply(id: string, list: readonly EnginePolicy[], op: Op, cost: Costs, target = 0): Reply {
     const runLocal = this.runLocal as LocalRun;
-    return runLocal(id, this.layout(list).parts, this.scriptOf(list), this.argsOf(list, op, cost, 0, 0));
+    return runLocal(id, this.layout(list).parts, this.scriptOf(list), this.argsOf(list, op, cost, target, 0));
   }
 
   /**
-   * A limit or peek of the client `id` on a store that is not local, mapped by `answer`: asked
+   * A limit, peek or take of the client `id` on a store that is not local, mapped by `answer`: asked
    * through the failure guard, which asks a fallback limiter `method` for `key` at `rawCost`.
    */
   decide<T>(
@@ -105,15 +105,16 @@ export class StoreCalls {
     answer: Answer<T>,
     key: string,
     rawCost: LimitOptions['cost'],
+    take?: { readonly least: number },
   ): Promise<T> {
-    const op = method === 'peek' ? 'peek' : 'limit';
+    const op = take !== undefined ? 'take' : method === 'peek' ? 'peek' : 'limit';
     const { guard } = this;
     return guard.decide(
       method,
       list,
       this.scriptOf(list),
       this.keysOf(id, list),
-      this.argsOf(list, op, cost, 0, 0),
+      this.argsOf(list, op, cost, take?.least ?? 0, 0),
       answer,
       key,
       rawCost,

@@ -27,6 +27,7 @@ export function withCallDeadlines(store: Store): CallDeadlines {
       run: (script, keys, args, deadline = Infinity) =>
         store.run(script, keys, args, Math.min(deadline, deadlines.deadline)),
       ...(store.slotOf === undefined ? {} : { slotOf: store.slotOf }),
+      ...(store.unreachable === undefined ? {} : { unreachable: store.unreachable }),
     } as Store,
   };
   // A store deciding in this process answers at once, so a deadline cannot pass: its local step is

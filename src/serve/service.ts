@@ -102,7 +102,8 @@ async function askEach(
 ): Promise<boolean> {
   if (indexes.length === 0) return true;
   const ask = (i: number) => askAlone(plans[i] as Limited);
-  // A lone descriptor (most requests) without the array and promises that gathering them takes.
+  // One descriptor in the group (a leased one beside others, say): without the array and promises
+  // that gathering them takes.
   const decisions = indexes.length === 1 ? [await ask(indexes[0] as number)] : await Promise.all(indexes.map(ask));
   let within = true;
   indexes.forEach((i, n) => {
@@ -253,16 +254,37 @@ export interface DecideOptions {
   readonly callDeadlines?: CallDeadlines | undefined;
 }
 
-/** Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. */
+/**
+ * Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. A lone limited
+ * descriptor (most requests) is its own limiter's decision, without verdicts' groups and steps:
+ * alone, it is never part of a joint step, and a denial took nothing to give back.
+ */
 export async function decide(
   rules: Rules,
   request: RateLimitRequest,
   options: DecideOptions,
 ): Promise<RateLimitResponse> {
   const plans = rules.plan(request);
-  const found = await verdicts(rules, plans, options.callDeadlines);
-  const statuses = plans.map((plan, i): DescriptorStatus => {
+  const only = plans.length === 1 ? (plans[0] as Plan) : undefined;
+  const found =
+    only?.kind === 'limit' ? [verdictOf(await askAlone(only))] : await verdicts(rules, plans, options.callDeadlines);
+  return answerOf(request, plans, found, options);
+}
+
+/** The response to a request whose limited descriptors' verdicts are `found`; counted in metrics and the dashboard. */
+function answerOf(
+  request: RateLimitRequest,
+  plans: readonly Plan[],
+  found: readonly (Verdict | undefined)[],
+  options: DecideOptions,
+): RateLimitResponse {
+  const statuses = new Array<DescriptorStatus>(plans.length);
+  let denied = false;
+  for (let i = 0; i < plans.length; i++) {
+    const plan = plans[i] as Plan;
     const status = statusOf(plan, found[i]);
+    statuses[i] = status;
+    denied ||= status.code === 'OVER_LIMIT';
     if (plan.kind !== 'free') {
       const shadowDenied = plan.kind === 'refuse' ? plan.shadow : found[i]?.shadowDenied === true;
       options.metrics.descriptor(request.domain, plan.metricRule, status.code, shadowDenied);
@@ -274,22 +296,22 @@ export async function decide(
           Date.now(),
         );
     }
-    return status;
-  });
-  const denied = statuses.some((s) => s.code === 'OVER_LIMIT');
-  let responseHeadersToAdd = NO_HEADERS;
-  const policies = options.headers ? found.flatMap((v) => (v === undefined ? [] : v.policies)) : [];
-  if (policies.length > 0) {
-    const binding = bindingPolicy(policies);
-    const fields = rateLimitHeaders({ ...binding, allowed: !denied, policies });
-    responseHeadersToAdd = Object.entries(fields).map(([key, value]) => ({ key, value }));
   }
   const response = {
     overallCode: denied && !options.shadow ? 'OVER_LIMIT' : 'OK',
     statuses,
-    responseHeadersToAdd,
+    responseHeadersToAdd: options.headers ? headersOf(found, denied) : NO_HEADERS,
   } as const;
   return options.dynamicMetadata
     ? { ...response, dynamicMetadata: dynamicMetadataOf(request, plans, statuses) }
     : response;
+}
+
+/** The draft RateLimit headers of the request's binding policy, or none when no descriptor is limited. */
+function headersOf(found: readonly (Verdict | undefined)[], denied: boolean): readonly Entry[] {
+  const policies = found.flatMap((v) => (v === undefined ? [] : v.policies));
+  if (policies.length === 0) return NO_HEADERS;
+  const binding = bindingPolicy(policies);
+  const fields = rateLimitHeaders({ ...binding, allowed: !denied, policies });
+  return Object.entries(fields).map(([key, value]) => ({ key, value }));
 }

@@ -48,13 +48,15 @@ describe('demo', () => {
       assert.deepEqual((await shownOn(page)).map(run), lines.map(run), page);
   });
 
-  it('estimates the server clock within a few ms though a reply waits 150 ms for a busy event loop', async () => {
+  it('estimates the server clock from its fastest replies, not one that waited 150 ms for a busy event loop', async () => {
     // The server runs on this machine's clock: the offset is 0, up to the round trip's rounding.
     const estimate = serverClockOffset(harness.redis);
     // The first TIME is sent; its reply is read only after this, as under load.
     const until = Date.now() + 150;
     while (Date.now() < until);
     const offsetMs = await estimate;
-    assert.ok(Math.abs(offsetMs) <= 5, `estimated ${offsetMs} ms`);
+    // The busy reply alone would put it 75 ms off. The others bound the error by half their round
+    // trip: a few ms on a quiet machine, tens on one running the whole suite.
+    assert.ok(Math.abs(offsetMs) <= 30, `estimated ${offsetMs} ms`);
   });
 });

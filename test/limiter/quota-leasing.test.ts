@@ -19,7 +19,9 @@ import {
   WrongMethodError,
   type LimiterOptions,
   type MeterLike,
+  type Store,
 } from '../../src/index.js';
+import { algorithms } from '../support/algorithms.js';
 import { uniquePrefix } from '../support/redis.js';
 import { startTestServer } from '../support/servers.js';
 import { switchableStore } from '../support/switchable-store.js';
@@ -190,6 +192,30 @@ describe('quota leases: store failures', () => {
     assert.equal(control.pending.length, 1);
   });
 
+  it('a request that waited for a take does not ask again when the lease it holds cannot pay its cost', async () => {
+    const { store, control } = switchableStore();
+    const limiter = createLimiter({
+      store,
+      policy: tenPerHour,
+      onStoreError: 'deny',
+      timeout: 30,
+      lease: { units: 3, ms: '1h' },
+    });
+    // Leaves 1 unit in the lease: too few for a cost of 2.
+    assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
+    control.mode = 'hang';
+    const decisions = await Promise.all([limiter.limit('k', { cost: 2 }), limiter.limit('k', { cost: 2 })]);
+    assert.deepEqual(
+      decisions.map((d) => [d.allowed, d.reason]),
+      [
+        [false, 'timeout'],
+        [false, 'timeout'],
+      ],
+    );
+    // The second waited for the first's take, and the old lease it still held sent it to no second wait.
+    assert.equal(control.pending.length, 1);
+  });
+
   it('never past its end: a lease whose time is over admits nothing in an outage', async () => {
     const { store, control } = switchableStore();
     const limiter = createLimiter({ store, policy: tenPerHour, onStoreError: 'deny', lease: { units: 5, ms: 20 } });
@@ -241,4 +267,29 @@ describe('quota leases on redis-server', () => {
     const [key = ''] = limiter.storageKeys('k').policies;
     assert.ok((await redis.pttl(key)) > 0);
   });
+
+  for (const algorithm of algorithms.filter((a) => a.name !== 'slidingLog')) {
+    it(`${algorithm.name}: a take that does not fit takes what does, in one store call`, async () => {
+      const prefix = uniquePrefix();
+      const store = redisStore(redis);
+      let calls = 0;
+      const counted: Store = { run: (...args) => (calls++, store.run(...args)) };
+      // 10 per hour: nothing refills while the test runs.
+      const hourly = algorithm.policy(10, 3_600_000);
+      const limiter = createLimiter({ store: counted, prefix, policy: hourly, lease: { units: 4, ms: '1h' } });
+      const plain = createLimiter({ store, prefix, policy: hourly });
+      assert.equal((await plain.limit('k', { cost: 8 })).allowed, true);
+      // The lease asks 4, and takes the 2 that fit: one for this request, one left in the lease.
+      assert.deepEqual(await limiter.limit('k').then((d) => [d.allowed, d.remaining]), [true, 1]);
+      assert.equal(calls, 1);
+      assert.equal((await plain.peek('k')).remaining, 0);
+      assert.equal((await limiter.limit('k')).allowed, true);
+      assert.equal(calls, 1);
+      const denied = await limiter.limit('k');
+      assert.equal(denied.allowed, false);
+      assert.ok(denied.retryAfterMs > 0);
+      assert.equal(calls, 2);
+      await limiter.close();
+    });
+  }
 });

@@ -30,8 +30,8 @@ function random(seed: number): () => number {
 }
 
 /**
- * Runs one random sequence of calls (limit with a cost, one for all policies or each its own; peek,
- * refund, settle into debt and back, each naming when an earlier admission was charged, or not;
+ * Runs one random sequence of calls (limit with a cost, one for all policies or each its own; peek;
+ * a quota lease's take of one policy; refund, settle into debt and back, each naming when an earlier admission was charged, or not;
  * release and extend of the leases taken) through the script in Redis, then each call through the TypeScript twins at the
  * very time Redis used (the reply's second field), and demands equal replies.
  */
@@ -53,6 +53,8 @@ async function compare(
   const leases: number[] = [];
   // When past calls were admitted: what refunds and settles name as their charge's time (or 0).
   const chargedAt: number[] = [];
+  // A quota lease's take, on the one policy it leases (never a concurrency policy's slots).
+  const takes = policies.length === 1 && policies[0]?.algorithm !== 'concurrency';
   for (let step = 0; step < steps; step++) {
     await sleep(Math.floor(next() * 40));
     const roll = next();
@@ -69,33 +71,47 @@ async function compare(
             ? 'refund'
             : roll < 0.35
               ? 'settle'
-              : 'limit';
+              : takes && roll < 0.5
+                ? 'take'
+                : 'limit';
     // A cost of its own per policy (a cost by unit) a third of the time; settle's signed, and never
     // a lease's (reserve refuses concurrency).
     const own = (least: number, most: number) =>
       policies.map((p) =>
         p.algorithm === 'concurrency' && op === 'settle' ? 0 : least + Math.floor(next() * (most - least + 1)),
       );
-    const costs = op === 'settle' ? own(-3, 6) : op !== 'peek' && next() < 0.33 ? own(0, 3) : op === 'peek' ? 1 : cost;
+    const costs =
+      op === 'settle'
+        ? own(-3, 6)
+        : op === 'take'
+          ? 2 + Math.floor(next() * 4)
+          : op !== 'peek' && next() < 0.33
+            ? own(0, 3)
+            : op === 'peek'
+              ? 1
+              : cost;
+    // take: at most the limit (5, as a lease's units are), and the fewest units it takes, below that.
+    const least = typeof costs === 'number' ? 1 + Math.floor(next() * (costs - 1)) : 0;
     const charge =
       (op === 'refund' || op === 'settle') && chargedAt.length > 0 && next() < 0.6
         ? (chargedAt[Math.floor(next() * chargedAt.length)] as number)
         : 0;
-    const args = scriptArgs({ op, cost: costs, target: lease ?? charge, ms: 150, penalty, policies });
+    const target = op === 'take' ? least : (lease ?? charge);
+    const args = scriptArgs({ op, cost: costs, target, ms: 150, penalty, policies });
     const fromRedis: Reply = await lua.run(script, keys, args);
     const decoded = decodeReply(fromRedis);
     now = decoded.nowMs;
     const fromTwin = await twin.run(script, keys, args);
     assert.deepEqual(fromTwin, fromRedis, `seed ${seed}, step ${step} (${op}, cost ${String(costs)}) at ${now}`);
     if (op === 'limit') for (const { leaseId } of decoded.policies) if (leaseId > 0) leases.push(leaseId);
-    if (op === 'limit' && decoded.allowed) chargedAt.push(now);
+    if ((op === 'limit' || op === 'take') && decoded.allowed) chargedAt.push(now);
   }
 }
 
 for (const { name, harness, algorithms } of servers) {
   describe(`parity on ${name}: the Lua scripts and their TypeScript twins decide alike`, { concurrency: true }, () => {
     for (const [i, algorithm] of algorithms.entries()) {
-      it(`${algorithm.name}: a random sequence of pauses, costs, peeks, refunds and settles`, async () => {
+      it(`${algorithm.name}: a random sequence of pauses, costs, peeks, takes, refunds and settles`, async () => {
         // A short window, so the sequence crosses many windows and refills.
         await compare(harness, [algorithm.policy(5, 250)], 11 + i, 120);
       });

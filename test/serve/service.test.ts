@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../src/cli/redis-server.js';
-import { InvalidOptionError, memoryStore } from '../../src/index.js';
+import { InvalidOptionError, memoryStore, redisStore } from '../../src/index.js';
 import { InvalidConfigError, createServer, type ServeOptions } from '../../src/serve/index.js';
 import { keysWithTtl, uniquePrefix } from '../support/redis.js';
 import { configDir, descriptor, rlsClient } from '../support/rls.js';
@@ -530,6 +530,38 @@ describe('sluice serve while Redis is down', () => {
       );
     } finally {
       await down.stop();
+    }
+  });
+});
+
+describe('createServer() on a Redis that refuses connections', () => {
+  it('counts a refused connection as one, not as a timeout', async () => {
+    const down = await startRedisServer();
+    await down.stop();
+    // An offline queue holds the calls until the timeout: the store then says why no reply came.
+    const redis = new Redis(down.url, { retryStrategy: () => 50, maxRetriesPerRequest: null });
+    redis.on('error', () => {});
+    const config = await configDir({ 'config.yaml': ONE_DOMAIN });
+    configs.push(config);
+    const server = await createServer({
+      config: config.dir,
+      store: redisStore(redis),
+      grpcPort: 0,
+      httpPort: 0,
+      host: '127.0.0.1',
+      watch: false,
+      timeout: 300,
+    });
+    const grpc = rlsClient(server.grpcPort);
+    try {
+      const answer = await grpc.shouldRateLimit({ domain: 'd', descriptors: [descriptor(['k', 'v'])] });
+      assert.equal(answer.overallCode, 'OK');
+      const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+      assert.match(metrics, /sluice_store_errors_total\{[^}]*sluice_error_reason="store-error"[^}]*\} 1\n/);
+    } finally {
+      grpc.close();
+      await server.close();
+      redis.disconnect();
     }
   });
 });

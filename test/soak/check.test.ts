@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { checkRun, healthyRuns, overLimit, type Admission } from '../../soak/check.js';
-import { historyWriter, type CallRecord } from '../../soak/history.js';
+import { historyWriter, type CallRecord, type HistoryRecord } from '../../soak/history.js';
 import type { Invariant } from '../../soak/plan.js';
 
 /** Admissions of cost 1 at these server times. */
@@ -88,19 +88,20 @@ describe("the soak's checker: runs between losses", () => {
   });
 });
 
-describe("the soak's checker: a server time that cannot be the call's", () => {
-  /** The checker's summary of one worker's calls. */
-  async function check(calls: readonly CallRecord[]) {
-    const dir = await mkdtemp(join(tmpdir(), 'soak-check-'));
-    try {
-      const history = historyWriter(join(dir, 'worker-0.jsonl'));
-      calls.forEach((call) => history.write(call));
-      await history.close();
-      return await checkRun(dir, 'p', []);
-    } finally {
-      await rm(dir, { recursive: true });
-    }
+/** The checker's summary of a history of these records. */
+async function check(records: readonly HistoryRecord[]) {
+  const dir = await mkdtemp(join(tmpdir(), 'soak-check-'));
+  try {
+    const history = historyWriter(join(dir, 'worker-0.jsonl'));
+    records.forEach((record) => history.write(record));
+    history.close();
+    return await checkRun(dir, 'p', []);
+  } finally {
+    await rm(dir, { recursive: true });
   }
+}
+
+describe("the soak's checker: a server time that cannot be the call's", () => {
   const startMs = Date.now();
   const call = (limiter: string, serverMs: number, release?: CallRecord['release']): CallRecord => ({
     type: 'call',
@@ -131,5 +132,103 @@ describe("the soak's checker: a server time that cannot be the call's", () => {
   it('leaves times of this machine alone', async () => {
     const { violations } = await check([call('tokenBucket', startMs + 1), call('tokenBucket', startMs + 1)]);
     assert.deepEqual(violations, {});
+  });
+});
+
+describe("the soak's checker: leased limiters, counted at their takes", () => {
+  // fixedWindow+lease: 5 per aligned second. Its take's server times, within a window of this machine's clock.
+  const limiter = 'fixedWindow+lease';
+  const key = 'leased-0';
+  const t0 = Math.ceil(Date.now() / 1000) * 1000;
+  const startMs = t0 - 5;
+  let id = 0;
+  /** A worker's step, and its end: replied at `serverMs` (allowed or not), or none (its worker died first). */
+  const step = (
+    worker: number,
+    op: 'take' | 'limit' | 'refund',
+    cost: number,
+    end: { serverMs: number; allowed: boolean; taken?: number } | undefined,
+    chargedAtMs?: number,
+  ): HistoryRecord[] => {
+    const record = {
+      worker,
+      id: id++,
+      limiter,
+      key,
+      op,
+      cost,
+      startMs,
+      ...(chargedAtMs !== undefined && { chargedAtMs }),
+    };
+    return [
+      { type: 'step', ...record },
+      ...(end ? [{ type: 'step-end', worker, id: record.id, endMs: startMs + 1, ...end } as const] : []),
+    ];
+  };
+  /** A call the worker admitted from the units of the step Redis ran at `serverMs`. */
+  const admitted = (worker: number, serverMs: number, cost = 1): CallRecord => ({
+    type: 'call',
+    worker,
+    limiter,
+    key,
+    cost,
+    startMs,
+    endMs: startMs + 1,
+    outcome: 'allowed',
+    serverMs,
+  });
+  /**
+   * Worker 0 takes 3 at t0 + 10, admits `admits` units from them and gives `back` back (given as
+   * `given` says); worker 1 takes 2 of up to 3 at t0 + 20 and admits them, then asks for 1 alone at
+   * t0 + 30, admitted.
+   */
+  const history = (admits: number, back: number, given: boolean | undefined): HistoryRecord[] => [
+    ...step(0, 'take', 3, { serverMs: t0 + 10, allowed: true, taken: 3 }),
+    ...Array.from({ length: admits }, () => admitted(0, t0 + 10)),
+    ...(back > 0
+      ? step(0, 'refund', back, given === undefined ? undefined : { serverMs: t0 + 15, allowed: given }, t0 + 10)
+      : []),
+    ...step(1, 'take', 3, { serverMs: t0 + 20, allowed: true, taken: 2 }),
+    ...Array.from({ length: 2 }, () => admitted(1, t0 + 20)),
+    ...step(1, 'limit', 1, { serverMs: t0 + 30, allowed: true }),
+    admitted(1, t0 + 30),
+  ];
+
+  it('passes takes less what was given back, within the limit: 3 - 1 + 2 + 1', async () => {
+    const summary = await check(history(2, 1, true));
+    assert.deepEqual(summary.violations, {});
+    assert.deepEqual(summary.leases, {
+      takes: 3,
+      unitsTaken: 6,
+      unitsAdmitted: 5,
+      unitsReturned: 1,
+      unitsReturnedUnknown: 0,
+    });
+  });
+
+  it('finds a worker admitting more from a lease than it took, less what it gave back', async () => {
+    const { violations } = await check(history(3, 1, true));
+    assert.equal(violations['over its lease']?.count, 1);
+    assert.match(violations['over its lease']?.examples[0] ?? '', /3 units admitted and 1 given back of the 3 taken/);
+    assert.equal((await check(history(4, 0, undefined))).violations['over its lease']?.count, 1);
+  });
+
+  it('finds an admission with no take of its own at its time', async () => {
+    const { violations } = await check([...history(2, 1, true), admitted(1, t0 + 40)]);
+    assert.equal(violations['over its lease']?.count, 1);
+    // Worker 1's take took 2 of the 3 it asked for: a third admission from it is one too many.
+    assert.equal((await check([...history(2, 1, true), admitted(1, t0 + 20)])).violations['over its lease']?.count, 1);
+  });
+
+  it('counts what Redis did not give back as spent at the take: 3 + 2 + 1 over 5', async () => {
+    const { violations } = await check(history(2, 1, false));
+    assert.equal(violations['over the limit']?.count, 1);
+    assert.equal(violations['over its lease'], undefined);
+  });
+
+  it('counts a give-back whose outcome is unknown (its worker killed) as given', async () => {
+    const summary = await check(history(2, 1, undefined));
+    assert.deepEqual(summary.violations, {});
+    assert.equal(summary.leases.unitsReturnedUnknown, 1);
   });
 });

@@ -251,9 +251,12 @@ export async function benchServe(options: {
     await inProcess(warmUpMs);
     for (const server of asked.values()) await through(server, warmUpMs);
     if (options.cost) await through(pattern, warmUpMs, 1000);
+    const paths = [...asked];
     for (let i = 0; i < options.runs; i++) {
       inProcessSamples.push(await inProcess(options.durationMs));
-      for (const [path, server] of asked) samples.get(path)?.push(await through(server, options.durationMs));
+      // Every other round in reverse: a load that drifts through a round weighs on both sides of a ratio alike.
+      for (const [path, server] of i % 2 === 0 ? paths : [...paths].reverse())
+        samples.get(path)?.push(await through(server, options.durationMs));
       // At the rate the service on Redis answered in this round.
       const rate = samples.get('grpc')?.at(-1)?.decisionsPerSecond ?? 0;
       if (options.cost) patternSamples.push(await through(pattern, options.durationMs, rate));
@@ -306,7 +309,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     inFlight: SERVE_IN_FLIGHT,
     keys: 1000,
     durationMs: (flag('--seconds') ?? (quick ? 0.3 : 3)) * 1000,
-    runs: flag('--runs') ?? (quick ? 1 : 5),
+    runs: flag('--runs') ?? (quick ? 1 : 7),
     loadProcesses: flag('--load-processes') ?? SERVE_LOAD_PROCESSES,
     floor: process.argv.includes('--floor'),
     cost: true,

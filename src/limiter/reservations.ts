@@ -1,4 +1,3 @@
-import { StoreTimeoutError } from '../core/errors.js';
 import { clientId } from '../core/keys.js';
 import type { Decision, Reservation } from '../core/types.js';
 import type { EnginePolicy } from '../engine/algorithm.js';
@@ -23,9 +22,9 @@ function settler(
     reply !== undefined && replyAllowed(reply) ? undefined : Promise.resolve(false);
   // Read now: a local store reuses its reply for its next call.
   const chargedAt = reply === undefined ? 0 : replyNowMs(reply);
-  // Whether a settle failed otherwise than by its timeout (which counts nothing: see Attempt): it
-  // may have run, its reply lost with its connection, so a retry gives nothing back again (a
-  // give-back twice would admit past the limit); an increase it may charge twice.
+  // Whether a settle failed: it may have run (its reply lost with its connection, or later than its
+  // timeout on a starved machine), so a retry gives nothing back again (a give-back twice would admit
+  // past the limit); an increase it may charge twice (docs/algorithms.md, "Budgets").
   let mayHaveRun = false;
   return (actual) =>
     promised(() => {
@@ -41,7 +40,7 @@ function settler(
         ? Promise.resolve(true)
         : calls.change(clientId(key), list, 'settle', deltas, chargedAt).then(() => true);
       settled = settling.catch((error: unknown) => {
-        if (!(error instanceof StoreTimeoutError)) mayHaveRun = true;
+        mayHaveRun = true;
         settled = undefined;
         throw error;
       });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createLimiter, fixedWindow, memoryStore, StoreError, type Store } from '../../src/index.js';
+import { createLimiter, fixedWindow, memoryStore, StoreError, StoreTimeoutError, type Store } from '../../src/index.js';
+import { switchableStore } from '../support/switchable-store.js';
 
 /** A memory store whose next call runs, then fails as if its reply were lost with the connection. */
 function replyLosingStore() {
@@ -30,6 +31,17 @@ describe('settle after a failure that may have run', () => {
     assert.equal(await reservation.settle(2), true);
     assert.equal((await limiter.peek('k')).remaining, 8);
     assert.equal(await reservation.settle(2), false);
+  });
+
+  it('a give-back that timed out is not given on a retry either: a reply may come after the timeout', async () => {
+    const { store, control } = switchableStore();
+    const limiter = createLimiter({ store, policy, timeout: 20 });
+    const reservation = await limiter.reserve('k', { cost: 6 });
+    control.mode = 'hang';
+    await assert.rejects(reservation.settle(2), StoreTimeoutError);
+    control.mode = 'up';
+    assert.equal(await reservation.settle(2), true);
+    assert.equal((await limiter.peek('k')).remaining, 4);
   });
 
   it('a charge retried may be taken twice: stricter, never looser', async () => {

@@ -106,21 +106,12 @@ describe(`late calls on ${testServer.name}: a call answered by the failure polic
             block: LIMIT - 2,
             settle: LIMIT - 6,
           });
-          // The settle that timed out changed nothing: retried, it settles once, and only once. Each
-          // try is retried itself until answered within the 100 ms timeout, which a loaded machine
-          // can miss through the REST bridge: a settle that times out changes nothing.
-          const settle = async (amount: number): Promise<boolean> => {
-            for (let attempt = 1; ; attempt++) {
-              try {
-                return await reservation.settle(amount);
-              } catch (error) {
-                if (!(error instanceof StoreTimeoutError) || attempt === 20) throw error;
-              }
-            }
-          };
-          assert.equal(await settle(1), true);
-          assert.equal(await settle(1), false);
-          assert.equal((await checker.limit('settle')).remaining, LIMIT - 3);
+          // The settle that timed out changed nothing, but a settle that fails may have run (its
+          // reply late on a starved machine): retried, it gives nothing back again, once, and the
+          // reservation stays charged at its estimate.
+          assert.equal(await reservation.settle(1), true);
+          assert.equal(await reservation.settle(1), false);
+          assert.equal((await checker.limit('settle')).remaining, LIMIT - 7);
         } finally {
           await close();
         }

@@ -71,7 +71,6 @@ function keysOf(prefix: string, parts: readonly JointPart[], lists: readonly (re
   return keys;
 }
 
-/** A part's cost, checked against its policies. */
 /** Each part's engine policies, and the cost of each policy in the order of the call. */
 function validParts(parts: readonly JointPart[]): { lists: (readonly EnginePolicy[])[]; costs: number[] } {
   const given: unknown = parts;

@@ -39,6 +39,19 @@ function leased(more: Partial<LimiterOptions> = {}) {
   };
 }
 
+/** A limiter with a lease of `units`, 'deny' and a 30 ms timeout, on a store that can be made to hang. */
+function hangableLeased(units: number) {
+  const { store, control } = switchableStore();
+  const limiter = createLimiter({
+    store,
+    policy: tenPerHour,
+    onStoreError: 'deny',
+    timeout: 30,
+    lease: { units, ms: '1h' },
+  });
+  return { limiter, control };
+}
+
 /** A meter that sums what each counter is given. */
 function summingMeter() {
   const sums = new Map<string, number>();
@@ -170,15 +183,8 @@ describe('quota leases: store failures', () => {
   });
 
   it('requests that wait for a take the store did not answer in time get the failure policy, without asking again', async () => {
-    const { store, control } = switchableStore();
+    const { limiter, control } = hangableLeased(5);
     control.mode = 'hang';
-    const limiter = createLimiter({
-      store,
-      policy: tenPerHour,
-      onStoreError: 'deny',
-      timeout: 30,
-      lease: { units: 5, ms: '1h' },
-    });
     const decisions = await Promise.all([limiter.limit('k'), limiter.limit('k'), limiter.limit('k', { cost: 2 })]);
     assert.deepEqual(
       decisions.map((d) => [d.allowed, d.reason]),
@@ -193,14 +199,7 @@ describe('quota leases: store failures', () => {
   });
 
   it('a request that waited for a take does not ask again when the lease it holds cannot pay its cost', async () => {
-    const { store, control } = switchableStore();
-    const limiter = createLimiter({
-      store,
-      policy: tenPerHour,
-      onStoreError: 'deny',
-      timeout: 30,
-      lease: { units: 3, ms: '1h' },
-    });
+    const { limiter, control } = hangableLeased(3);
     // Leaves 1 unit in the lease: too few for a cost of 2.
     assert.equal((await limiter.limit('k', { cost: 2 })).allowed, true);
     control.mode = 'hang';

@@ -8,7 +8,8 @@ import { memoryStore, type Store } from '../../src/index.js';
 export function switchableStore() {
   const healthy = memoryStore({ now: () => 1_000_000 });
   const control = {
-    mode: 'up' as 'up' | 'fail' | 'hang' | 'throw' | 'garbage' | 'no-promise' | 'short-reply' | 'odd-rejection',
+    mode: 'up' as
+      'up' | 'fail' | 'hang' | 'lose-reply' | 'throw' | 'garbage' | 'no-promise' | 'short-reply' | 'odd-rejection',
     pending: [] as ((error: Error) => void)[],
   };
   const store: Store = {
@@ -23,6 +24,9 @@ export function switchableStore() {
       if (control.mode === 'short-reply') return Promise.resolve([1_000_000, 1, 0]);
       if (control.mode === 'odd-rejection') return Promise.reject(Object.create(null) as Error);
       if (control.mode === 'hang') return new Promise((_, reject) => control.pending.push(reject));
+      // The call runs, and its reply is lost with the connection.
+      if (control.mode === 'lose-reply')
+        return healthy.run(script, keys, args).then(() => Promise.reject(new Error('connection lost')));
       return healthy.run(script, keys, args);
     },
   };

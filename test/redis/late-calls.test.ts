@@ -119,7 +119,7 @@ describe(`late calls on ${testServer.name}: a call answered by the failure polic
     }
   }
 
-  it('a pause ending around the deadline: no call is both answered by the failure policy and counted', async (t) => {
+  it('a pause ending around the deadline: no call run after it counts, and one run before it is answered by Redis', async (t) => {
     const client = new Redis(server.port, '127.0.0.1');
     try {
       const { limiter, checker } = limiters(client);
@@ -127,12 +127,15 @@ describe(`late calls on ${testServer.name}: a call answered by the failure polic
       const outcomes = {
         'answered by Redis': 0,
         'answered by the policy, not counted': 0,
-        'answered by the policy, counted': 0,
+        'answered by the policy, counted, run by the deadline or near it': 0,
+        'answered by the policy, counted, run after the deadline': 0,
       };
       // Pauses from 40 ms short of the timeout (room for a loaded machine) to 20 ms past it.
       for (let pauseMs = TIMEOUT_MS - 40; pauseMs <= TIMEOUT_MS + 20; pauseMs++) {
+        const sent = performance.now();
         await admin.call('CLIENT', 'PAUSE', String(pauseMs), 'WRITE');
         const pausedUntil = performance.now() + pauseMs;
+        const asked = performance.now();
         const decision = await limiter.limit('k');
         // The next call, decided by Redis once the pause is over, shows whether this one counted.
         await sleep(pausedUntil + 5 - performance.now());
@@ -141,11 +144,23 @@ describe(`late calls on ${testServer.name}: a call answered by the failure polic
         const countedBefore = counted - next.remaining - 1;
         counted = next.remaining;
         if (decision.reason === undefined) outcomes['answered by Redis']++;
-        else
-          outcomes[countedBefore === 1 ? 'answered by the policy, counted' : 'answered by the policy, not counted']++;
+        else if (countedBefore !== 1) outcomes['answered by the policy, not counted']++;
+        // The pause began after `sent`, so it ended after `sent + pauseMs`: past the deadline (asked +
+        // the timeout, less 1 ms) by a ms of rounding, the script surely ran after it.
+        else if (sent + pauseMs >= asked + TIMEOUT_MS + 1)
+          outcomes['answered by the policy, counted, run after the deadline']++;
+        else outcomes['answered by the policy, counted, run by the deadline or near it']++;
       }
       t.diagnostic(JSON.stringify(outcomes));
-      assert.equal(outcomes['answered by the policy, counted'], 0);
+      // The deadline's promise: a script run after it counts nothing.
+      assert.equal(outcomes['answered by the policy, counted, run after the deadline'], 0);
+      // Run by it or near it, a call is counted and answered by the policy only if its reply comes back after
+      // the timeout: a window, not a guarantee (docs/reliability.md), which a machine starved by the
+      // whole suite opened once in CI. Without the deadline about half of these calls were.
+      assert.ok(
+        outcomes['answered by the policy, counted, run by the deadline or near it'] <= 1,
+        JSON.stringify(outcomes),
+      );
       assert.ok(
         outcomes['answered by Redis'] > 0 && outcomes['answered by the policy, not counted'] > 0,
         'the pauses did not straddle the deadline',

@@ -119,11 +119,16 @@ export const PAGE_SCRIPT = String.raw`
     var cells = function (e) { return [{ text: e.hit.item }, { text: e.name }, { text: n(e.hit.count), n: 1 }, { text: n(e.hit.error), n: 1 }]; };
     rows('top-denied', top(snapshot, 'topDenied'), cells);
     rows('top-used', top(snapshot, 'topUsed'), cells);
-    var seen = 0, bound = 0;
-    chosen(snapshot).forEach(function (s) { seen += s.seen.used; bound = Math.max(bound, s.bound.used); });
+    var seen = 0, bound = 0, sampled = 0, sampling = snapshot.sampling;
+    chosen(snapshot).forEach(function (s) {
+      seen += s.seen.used; bound = Math.max(bound, s.bound.used); sampled += s.sampled.used;
+    });
     $('bound').textContent = 'Space-Saving summaries of ' + n(snapshot.capacity) + ' keys per rule over ' + n(seen) +
       ' requests: a count is over by at most its error (now at most ' + n(bound) + ', never more than requests / ' +
-      n(snapshot.capacity) + '). Keys shown: ' + snapshot.keys + '.';
+      n(snapshot.capacity) + ').' + (sampled === 0 ? '' : ' Past ' + n(sampling.exactPerSecond) +
+      ' decisions a second per rule, 1 in ' + sampling.oneIn + ' is counted, weighted ' + sampling.oneIn + ' (' + n(sampled) +
+      ' of these requests): a count may then also be off by about √(' + (sampling.oneIn - 1) + ' × count).') +
+      ' Keys shown: ' + snapshot.keys + '.';
   }
   function drawStore(store) {
     var pill = $('store-pill');

@@ -4,6 +4,7 @@ import type { Decision, Limiter, PolicyDecision, StoreWatcher } from '../core/ty
 import { optionsObject, positiveInteger } from '../core/validate.js';
 import { observeWith, type DecisionEvent, type ObserveOptions } from '../limiter/observe.js';
 import { keyShower, validKeyDisplay, type KeyDisplay } from './key-display.js';
+import { EXACT_PER_SECOND, SAMPLE_ONE_IN } from './key-summary.js';
 import { Series, type Outcome, type SeriesSnapshot } from './series.js';
 import { StoreHealth, type StoreSnapshot } from './store-health.js';
 
@@ -29,6 +30,8 @@ export interface DashboardSnapshot {
   readonly keys: KeyDisplay;
   /** Counters in each summary: its bound is at most N / capacity. */
   readonly capacity: number;
+  /** Each series' summaries count its first `exactPerSecond` decisions a second, then one in `oneIn`, standing for `oneIn`. */
+  readonly sampling: { readonly exactPerSecond: number; readonly oneIn: number };
   /** Per rule or policy, its keys shown as `keys` says. */
   readonly series: readonly SeriesSnapshot[];
   readonly store: StoreSnapshot;
@@ -176,6 +179,7 @@ export class Recorder implements Dashboard {
       seconds: this.seconds,
       keys: this.keys,
       capacity: this.capacity,
+      sampling: { exactPerSecond: EXACT_PER_SECOND, oneIn: SAMPLE_ONE_IN },
       series: [...this.series.values()].map((series) => {
         const snapshot = series.snapshot(now, top);
         return { ...snapshot, topUsed: shown(snapshot.topUsed), topDenied: shown(snapshot.topDenied) };

@@ -1,4 +1,5 @@
-import { SpaceSaving, type HeavyHitter } from './space-saving.js';
+import { EXACT_PER_SECOND, KeySummary, SAMPLE_ONE_IN } from './key-summary.js';
+import type { HeavyHitter } from './space-saving.js';
 
 /**
  * What a decision made of a request, each in one class only: `admitted` within its limits,
@@ -26,20 +27,26 @@ export interface SeriesSnapshot {
   readonly seen: { readonly used: number; readonly denied: number };
   /** Each summary's bound now: its counts overestimate by at most this, at most N / capacity. */
   readonly bound: { readonly used: number; readonly denied: number };
+  /** Of `seen`, the requests and denials counted by sampling (past EXACT_PER_SECOND in their second). */
+  readonly sampled: { readonly used: number; readonly denied: number };
 }
 
 /**
  * One rule's or policy's decisions: a ring of per-second counts over the last `seconds` (a slot is
  * cleared when its second comes round again), totals, and two Space-Saving summaries of keys, by
- * use and by denials (shadow denials included).
+ * use and by denials (shadow denials included). The summaries count the first EXACT_PER_SECOND
+ * decisions of each second one by one, then one in SAMPLE_ONE_IN: their Map updates are most of the
+ * recorder's cost on a busy limiter (docs/dashboard.md).
  */
 export class Series {
   private readonly ring: Float64Array;
   /** The second (since the epoch) each slot counts. */
   private readonly stamps: Float64Array;
   private readonly totals = new Float64Array(3);
-  private readonly used: SpaceSaving;
-  private readonly denials: SpaceSaving;
+  private readonly used: KeySummary;
+  private readonly denials: KeySummary;
+  /** xorshift32's state, which decides the decisions past EXACT_PER_SECOND summarised: typed, so never boxed. */
+  private readonly random = Int32Array.of(0x2545f491);
 
   constructor(
     readonly name: string,
@@ -48,8 +55,8 @@ export class Series {
   ) {
     this.ring = new Float64Array(seconds * 3);
     this.stamps = new Float64Array(seconds).fill(-1);
-    this.used = new SpaceSaving(capacity);
-    this.denials = new SpaceSaving(capacity);
+    this.used = new KeySummary(capacity);
+    this.denials = new KeySummary(capacity);
   }
 
   /** Counts one request of `key` (undefined: counted, not summarised) at `nowMs`. */
@@ -61,11 +68,28 @@ export class Series {
       this.ring.fill(0, slot * 3, slot * 3 + 3);
     }
     const at = SLOT[outcome];
-    this.ring[slot * 3 + at]!++;
+    const base = slot * 3;
+    const ring = this.ring;
+    ring[base + at]!++;
     this.totals[at]!++;
     if (key === undefined) return;
-    this.used.add(key);
-    if (at !== ADMITTED) this.denials.add(key);
+    if ((ring[base] as number) + (ring[base + 1] as number) + (ring[base + 2] as number) <= EXACT_PER_SECOND) {
+      this.used.add(key);
+      if (at !== ADMITTED) this.denials.add(key);
+    } else if (this.sampled()) {
+      this.used.addSample(key);
+      if (at !== ADMITTED) this.denials.addSample(key);
+    }
+  }
+
+  /** True for one call in SAMPLE_ONE_IN, drawn at random (no period that traffic could fall in step with). */
+  private sampled(): boolean {
+    let x = this.random[0] as number;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.random[0] = x;
+    return (x & (SAMPLE_ONE_IN - 1)) === 0;
   }
 
   snapshot(nowMs: number, top: number): SeriesSnapshot {
@@ -89,6 +113,7 @@ export class Series {
       topDenied: this.denials.top(top),
       seen: { used: this.used.total, denied: this.denials.total },
       bound: { used: this.used.bound, denied: this.denials.bound },
+      sampled: { used: this.used.sampledTotal, denied: this.denials.sampledTotal },
     };
   }
 }

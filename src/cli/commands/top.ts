@@ -96,6 +96,12 @@ export function renderTop(snapshot: DashboardSnapshot, where: string, top: numbe
   };
   table('TOP KEYS BY DENIALS', 'topDenied');
   table('TOP KEYS BY USE', 'topUsed');
+  const { exactPerSecond, oneIn } = snapshot.sampling;
+  if (snapshot.series.some((s) => s.sampled.used > 0))
+    lines.push(
+      '',
+      `Past ${exactPerSecond} decisions a second per rule, 1 in ${oneIn} is counted, weighted ${oneIn}: a count may also be off by about sqrt(${oneIn - 1} x count).`,
+    );
   return lines;
 }
 

@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import type { RedisServer } from '../../../src/cli/redis-server.js';
-import type { DashboardSnapshot } from '../../../src/index.js';
+import { renderTop } from '../../../src/cli/commands/top.js';
+import {
+  createDashboard,
+  createLimiter,
+  fixedWindow,
+  memoryStore,
+  type DashboardSnapshot,
+} from '../../../src/index.js';
 import { startTestServer } from '../../support/servers.js';
 import { PATIENT, useServices, type Service } from '../../support/service.js';
 
@@ -147,5 +154,22 @@ describe('sluice top', () => {
       code: 2,
       stderr: 'sluice top: --top must be a whole number from 1 to 100; got "0"',
     });
+  });
+});
+
+describe('renderTop', () => {
+  it('says when a busy rule was sampled, and only then', async () => {
+    const dashboard = createDashboard();
+    const limiter = dashboard.observe(
+      createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 10, window: '1h' }), prefix: 'p' }),
+    );
+    const note = (lines: string[]) => lines.filter((line) => line.startsWith('Past 1000 decisions a second'));
+    await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.limit(`k${i % 3}`)));
+    assert.deepEqual(note(renderTop(dashboard.snapshot(), 'here', 10)), []);
+    // Well past 1,000 in a second, whichever second they fall in.
+    await Promise.all(Array.from({ length: 5000 }, (_, i) => limiter.limit(`k${i % 3}`)));
+    assert.deepEqual(note(renderTop(dashboard.snapshot(), 'here', 10)), [
+      'Past 1000 decisions a second per rule, 1 in 32 is counted, weighted 32: a count may also be off by about sqrt(31 x count).',
+    ]);
   });
 });

@@ -51,15 +51,11 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
   let levels = domain.root;
   let node: RuleNode | undefined;
   let valueInMetric = false;
-  // Its size known, so that it is allocated once, not grown.
-  const keyParts = new Array<string>(1 + 2 * entries.length);
-  keyParts[0] = domain.name;
-  for (let i = 0; i < entries.length; i++) {
-    const { key, value } = entries[i] as Entry;
+  const keyParts: string[] = [domain.name];
+  for (const { key, value } of entries) {
     node = step(levels.get(key), value);
     if (node === undefined) return undefined;
-    keyParts[1 + 2 * i] = key;
-    keyParts[2 + 2 * i] = node.shareThreshold ? (node.value as string) : value;
+    keyParts.push(key, node.shareThreshold ? (node.value as string) : value);
     valueInMetric ||= node.valueToMetric;
     levels = node.children;
   }

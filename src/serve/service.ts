@@ -34,13 +34,10 @@ interface Verdict {
 /** A limited descriptor's plan that a policy could admit. */
 type Limited = Extract<Plan, { kind: 'limit' }>;
 
-// A descriptor's limit options at cost 1, most requests' cost: one object for all of them.
-const COST_ONE: LimitOptions = Object.freeze({ cost: 1 });
-
-/** A limited descriptor asked of its rule's own limiter. */
+/** A limited descriptor asked of its rule's own limiter; at cost 1 (most requests) with no options to read. */
 function askAlone(plan: Limited): Promise<Decision> {
   const { cost, policy } = plan;
-  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? COST_ONE : { cost });
+  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? undefined : { cost });
 }
 
 /** The joint call's parts: each descriptor's key, policies and cost. */

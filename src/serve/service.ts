@@ -4,7 +4,6 @@ import {
   type Decision,
   type JointDecision,
   type JointPart,
-  type LimitOptions,
   type Outcome,
   type PolicyDecision,
 } from '../index.js';

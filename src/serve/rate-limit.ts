@@ -5,9 +5,8 @@ import { RATE_LIMIT_SERVICE } from './health.js';
 import { decodeRateLimitRequest } from './protobuf.js';
 import { encodeRateLimitResponse } from './protobuf-writer.js';
 import { BadRequestError, type RateLimitResponse } from './messages.js';
-import type { Metrics } from './metrics.js';
 import type { Rules } from './rules.js';
-import { decideInto, type Answered, type DecideOptions } from './service.js';
+import { decide, type DecideOptions } from './service.js';
 
 /** A store as the service's limiters use it, and the deadline of the gRPC call being decided now. */
 export interface CallDeadlines {
@@ -43,35 +42,21 @@ function grpcErrorOf(error: unknown): GrpcError {
   return new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
 }
 
-/** One gRPC call's decision, told to it: counted out of flight, then encoded and sent. */
-class CallAnswer implements Answered {
-  constructor(
-    private readonly reply: UnaryReply,
-    private readonly metrics: Metrics,
-  ) {}
-
-  answer(response: RateLimitResponse): void {
-    this.metrics.inFlight('grpc', -1);
-    let message: Buffer;
-    try {
-      message = encodeRateLimitResponse(response);
-    } catch (error) {
-      // A response that cannot be encoded fails the call (UNKNOWN).
-      return this.reply.failWith(error);
-    }
-    this.reply.answer(message);
+/** Sends a decided call's response; one that cannot be encoded fails the call (UNKNOWN). */
+function send(reply: UnaryReply, response: RateLimitResponse): void {
+  let message: Buffer;
+  try {
+    message = encodeRateLimitResponse(response);
+  } catch (error) {
+    return reply.failWith(error);
   }
-
-  fail(error: unknown): void {
-    this.metrics.inFlight('grpc', -1);
-    this.reply.failWith(grpcErrorOf(error));
-  }
+  reply.answer(message);
 }
 
 /**
  * ShouldRateLimit over gRPC, by its path: decided by the rules serving now (`rulesNow()`), each
  * call's deadline passed to the store through `deadlines`, the call counted in flight while it is
- * decided. The decision's one continuation answers the call (decideInto).
+ * decided. The decision's one continuation answers the call.
  */
 export function shouldRateLimit(
   rulesNow: () => Rules,
@@ -86,7 +71,16 @@ export function shouldRateLimit(
       metrics.inFlight('grpc', 1);
       deadlines.deadline = deadline;
       try {
-        decideInto(rulesNow(), request, options, new CallAnswer(reply, metrics));
+        void decide(rulesNow(), request, options).then(
+          (response) => {
+            metrics.inFlight('grpc', -1);
+            send(reply, response);
+          },
+          (error: unknown) => {
+            metrics.inFlight('grpc', -1);
+            reply.failWith(grpcErrorOf(error));
+          },
+        );
       } finally {
         deadlines.deadline = Infinity;
       }

@@ -84,15 +84,9 @@ export class Metrics {
   meter(scope: MetricAttributes): MeterLike {
     const seriesOf = (family: Family) => {
       const known = new WeakMap<MetricAttributes, Series>();
-      // An instrument is mostly given one attributes object (a limiter's labels): found without the WeakMap.
-      let lastAttributes: MetricAttributes | undefined;
-      let lastSeries: Series | undefined;
       return (attributes: MetricAttributes = NO_ATTRIBUTES): Series => {
-        if (attributes === lastAttributes) return lastSeries as Series;
         let series = known.get(attributes);
         if (series === undefined) known.set(attributes, (series = this.series(family, { ...scope, ...attributes })));
-        lastAttributes = attributes;
-        lastSeries = series;
         return series;
       };
     };

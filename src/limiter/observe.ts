@@ -227,40 +227,22 @@ class Observer {
     else if (this.instruments) count(this.instruments);
   }
 
-  // A continuation on the decision, not an async function's frame and await: each cost decisions/s
-  // under load (sluice serve's memory store); no result object.
-  decide<D extends Decision>(
+  // One async function and one await a decision, no closure or result object: each cost decisions/s on the memory store.
+  async decide<D extends Decision>(
     operation: 'limit' | 'peek',
     method: Decides<D>,
     key: string,
     options: LimitOptions | undefined,
   ): Promise<D> {
     const started = performance.now();
-    let deciding: Promise<D>;
+    let decision: D;
     try {
-      deciding = method(key, options);
+      decision = await method(key, options);
     } catch (error) {
       return this.failed(operation, started, error);
     }
-    return deciding.then(
-      (decision) => this.decided(operation, key, started, decision),
-      (error: unknown) => this.failed(operation, started, error),
-    );
-  }
-
-  /** Times, counts and tells a decision begun at `started`, once the meter is there. */
-  private decided<D extends Decision>(
-    operation: 'limit' | 'peek',
-    key: string,
-    started: number,
-    decision: D,
-  ): D | Promise<D> {
     const durationMs = performance.now() - started;
-    if (this.loading) return this.loading.then(() => this.record(operation, key, decision, durationMs));
-    return this.record(operation, key, decision, durationMs);
-  }
-
-  private record<D extends Decision>(operation: 'limit' | 'peek', key: string, decision: D, durationMs: number): D {
+    if (this.loading) await this.loading;
     const { instruments } = this;
     if (instruments) {
       instruments.duration.record(durationMs / 1000, this.byOperation[operation]);

@@ -51,7 +51,9 @@ export function validCostNumber(
   if (cost === undefined) return 1;
   if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1)
     throw new InvalidArgumentError('cost', cost, expected);
-  const tightest = Math.min(...policies.map((p) => p.maxCost));
+  // A loop, not a spread of map(): no closure or arrays per decision.
+  let tightest = Infinity;
+  for (let i = 0; i < policies.length; i++) tightest = Math.min(tightest, (policies[i] as Policy).maxCost);
   if (cost > tightest) throw new CostExceedsLimitError(cost, tightest);
   return cost;
 }

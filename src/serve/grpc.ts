@@ -40,13 +40,25 @@ export class GrpcError extends Error {
   }
 }
 
+/** Where a call's message starts in its bytes, after the gRPC message header (a flag and a length). */
+export const MESSAGE_START = 5;
+
+/** How a unary call is answered, once: whatever comes after the first is ignored. */
+export interface UnaryReply {
+  /** Sends one message (header included), then the OK status. */
+  answer(message: Buffer): void;
+  /** Ends the call with the error's status if a GrpcError, else UNKNOWN, as grpc-go answers a plain error. */
+  failWith(error: unknown): void;
+}
+
 /**
- * A unary method: answers a request's message with one message (header included) by `deadline` (a
- * performance.now() time, Infinity without one), or rejects with a GrpcError for its status.
+ * A unary method: answers a request through `reply` by `deadline` (a performance.now() time,
+ * Infinity without one); throwing is failing with that error. `request` is the call's bytes, its
+ * message from MESSAGE_START on. No promise or closure is made per call for the method (see onEnd).
  */
 export interface UnaryMethod {
   readonly kind: 'unary';
-  answer(request: Buffer, deadline: number): Promise<Buffer>;
+  answer(request: Buffer, deadline: number, reply: UnaryReply): void;
 }
 
 /** A call of a server-streaming method, open until the method ends it or the client goes. */
@@ -157,7 +169,7 @@ function methodOf(methods: ReadonlyMap<string, Method>, headers: IncomingHttpHea
  * A call being read, then answered. It is kept on its stream, so that the stream's listeners are
  * shared functions, and in its grpc-timeout's queue while it has a deadline.
  */
-class Call implements Pending {
+class Call implements Pending, UnaryReply {
   /** The request's bytes so far (most requests come in one chunk), and how many. */
   received: Buffer | Buffer[] | undefined;
   size = 0;
@@ -216,7 +228,6 @@ class Call implements Pending {
     if (!stream.closed && !stream.destroyed) stream.end();
   }
 
-  /** Ends the call by a method's error: its status if a GrpcError, else UNKNOWN, as grpc-go answers a plain error. */
   failWith(error: unknown): void {
     if (error instanceof GrpcError) this.finish(error.code, error.message);
     else this.finish(Status.UNKNOWN, error instanceof Error ? error.message : String(error));
@@ -277,18 +288,14 @@ function onEnd(this: CallStream): void {
   if (call.length === undefined || call.size !== 5 + call.length)
     return call.finish(Status.INTERNAL, 'grpc: the call ended without a whole request message');
   if (performance.now() >= call.due) return call.finish(Status.DEADLINE_EXCEEDED, 'deadline exceeded');
-  const message = call.bytes().subarray(5);
-  if (call.method.kind === 'server-streaming') return startStreaming(call, call.method, message);
-  let answered: Promise<Buffer>;
+  const request = call.bytes();
+  if (call.method.kind === 'server-streaming')
+    return startStreaming(call, call.method, request.subarray(MESSAGE_START));
   try {
-    answered = call.method.answer(message, call.due);
+    call.method.answer(request, call.due, call);
   } catch (error) {
-    answered = Promise.reject(error);
+    call.failWith(error);
   }
-  answered.then(
-    (answer) => call.answer(answer),
-    (error: unknown) => call.failWith(error),
-  );
 }
 
 function onWantTrailers(this: CallStream): void {

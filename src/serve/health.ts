@@ -1,4 +1,4 @@
-import { GrpcError, Status, type Method, type ServerStream } from './grpc.js';
+import { GrpcError, MESSAGE_START, Status, type Method, type ServerStream } from './grpc.js';
 import { decodeHealthCheckRequest } from './protobuf.js';
 import { encodeHealthCheckResponse, type ServingStatus } from './protobuf-writer.js';
 
@@ -97,10 +97,13 @@ export class Health {
         '/grpc.health.v1.Health/Check',
         {
           kind: 'unary',
-          answer: async (request) => {
-            const service = decodeHealthCheckRequest(request);
+          answer: (request, _deadline, reply) => {
+            const service = decodeHealthCheckRequest(request, MESSAGE_START);
             if (!SERVICES.has(service)) throw new GrpcError(Status.NOT_FOUND, 'unknown service');
-            return ANSWERS[(await this.ask()) === undefined ? 'SERVING' : 'NOT_SERVING'];
+            void this.ask().then(
+              (unhealthy) => reply.answer(ANSWERS[unhealthy === undefined ? 'SERVING' : 'NOT_SERVING']),
+              (error: unknown) => reply.failWith(error),
+            );
           },
         },
       ],

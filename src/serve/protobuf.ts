@@ -23,6 +23,16 @@ export class MalformedMessageError extends GrpcError {
   }
 }
 
+// Names (see Reader.name) decoded lately, by their length and first byte: decoding a string costs
+// more than comparing a few bytes, and the service then looks up the same string each time.
+const NAMES: string[] = new Array<string>(64).fill('');
+const LONGEST_NAME = 64;
+
+function isAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) >= 0x80) return false;
+  return true;
+}
+
 /** Reads one message's fields from `bytes[at, end)`: a cursor over the wire format. */
 class Reader {
   constructor(
@@ -93,7 +103,34 @@ class Reader {
   }
 
   string(): string {
+    return this.textTo(this.delimited());
+  }
+
+  /**
+   * A string that comes again and again (a domain, an entry's key): the same string as last time
+   * when its bytes are, found without decoding them (see NAMES).
+   */
+  name(): string {
     const end = this.delimited();
+    const { bytes, at } = this;
+    const length = end - at;
+    if (length === 0 || length > LONGEST_NAME) return this.textTo(end);
+    const slot = ((bytes[at] as number) + length * 7) & (NAMES.length - 1);
+    const known = NAMES[slot] as string;
+    let i = 0;
+    if (known.length === length) while (i < length && known.charCodeAt(i) === bytes[at + i]) i++;
+    if (i === length) {
+      this.at = end;
+      return known;
+    }
+    const text = this.textTo(end);
+    // Kept only if ASCII: one byte a character, so that comparing bytes to characters is exact.
+    if (text.length === length && isAscii(text)) NAMES[slot] = text;
+    return text;
+  }
+
+  /** The bytes from here to `end` as UTF-8 text. */
+  private textTo(end: number): string {
     const text = this.bytes.toString('utf8', this.at, end);
     this.at = end;
     return text;
@@ -154,13 +191,21 @@ class Reader {
 /** Field number and wire type as a tag. */
 export const tag = (field: number, type: number) => (field << 3) | type;
 
+// The tags the readers below compare each field's with, computed once.
+const LENGTH_1 = tag(1, LENGTH);
+const LENGTH_2 = tag(2, LENGTH);
+const LENGTH_3 = tag(3, LENGTH);
+const VARINT_1 = tag(1, VARINT);
+const VARINT_2 = tag(2, VARINT);
+const VARINT_3 = tag(3, VARINT);
+
 function readEntry(reader: Reader): Entry {
   const outer = reader.enter();
   let key = '';
   let value = '';
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, LENGTH)) key = reader.string();
-    else if (t === tag(2, LENGTH)) value = reader.string();
+    if (t === LENGTH_1) key = reader.name();
+    else if (t === LENGTH_2) value = reader.string();
     else reader.skip(t);
   }
   reader.leave(outer);
@@ -173,8 +218,8 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 function readLimit(reader: Reader, limit: Mutable<NonNullable<RequestDescriptor['limit']>>): void {
   const outer = reader.enter();
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, VARINT)) limit.requestsPerUnit = reader.uint32();
-    else if (t === tag(2, VARINT)) {
+    if (t === VARINT_1) limit.requestsPerUnit = reader.uint32();
+    else if (t === VARINT_2) {
       const number = reader.uint32();
       // An enum number this build does not know is kept as a number, as proto3 keeps it.
       limit.unit = (UNIT_NUMBERS[number] ?? String(number)) as UnitName;
@@ -187,7 +232,7 @@ function readLimit(reader: Reader, limit: Mutable<NonNullable<RequestDescriptor[
 function readUInt64Value(reader: Reader, value: number): number {
   const outer = reader.enter();
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, VARINT)) value = reader.uint64();
+    if (t === VARINT_1) value = reader.uint64();
     else reader.skip(t);
   }
   reader.leave(outer);
@@ -196,40 +241,47 @@ function readUInt64Value(reader: Reader, value: number): number {
 
 function readDescriptor(reader: Reader): RequestDescriptor {
   const outer = reader.enter();
-  const entries: Entry[] = [];
-  const descriptor: Mutable<RequestDescriptor> = { entries };
+  const descriptor: Mutable<RequestDescriptor> = { entries: [] };
+  // Most descriptors have one entry: an array made with it is its size, where push() would grow it.
+  let entries: Entry[] | undefined;
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, LENGTH)) entries.push(readEntry(reader));
-    else if (t === tag(2, LENGTH)) readLimit(reader, (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
+    if (t === LENGTH_1) {
+      const entry = readEntry(reader);
+      if (entries === undefined) descriptor.entries = entries = [entry];
+      else entries.push(entry);
+    } else if (t === LENGTH_2) readLimit(reader, (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
     // Present (even when 0) once given.
-    else if (t === tag(3, LENGTH)) descriptor.hitsAddend = readUInt64Value(reader, descriptor.hitsAddend ?? 0);
+    else if (t === LENGTH_3) descriptor.hitsAddend = readUInt64Value(reader, descriptor.hitsAddend ?? 0);
     else reader.skip(t);
   }
   reader.leave(outer);
   return descriptor;
 }
 
-/** Reads an envoy.service.ratelimit.v3.RateLimitRequest; throws MalformedMessageError. */
-export function decodeRateLimitRequest(bytes: Buffer): RateLimitRequest {
-  const reader = new Reader(bytes, 0, bytes.length);
+/** Reads an envoy.service.ratelimit.v3.RateLimitRequest from `start` on; throws MalformedMessageError. */
+export function decodeRateLimitRequest(bytes: Buffer, start = 0): RateLimitRequest {
+  const reader = new Reader(bytes, start, bytes.length);
   let domain = '';
-  const descriptors: RequestDescriptor[] = [];
+  let descriptors: RequestDescriptor[] | undefined;
   let hitsAddend = 0;
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, LENGTH)) domain = reader.string();
-    else if (t === tag(2, LENGTH)) descriptors.push(readDescriptor(reader));
-    else if (t === tag(3, VARINT)) hitsAddend = reader.uint32();
+    if (t === LENGTH_1) domain = reader.name();
+    else if (t === LENGTH_2) {
+      const descriptor = readDescriptor(reader);
+      if (descriptors === undefined) descriptors = [descriptor];
+      else descriptors.push(descriptor);
+    } else if (t === VARINT_3) hitsAddend = reader.uint32();
     else reader.skip(t);
   }
-  return { domain, descriptors, hitsAddend };
+  return { domain, descriptors: descriptors ?? [], hitsAddend };
 }
 
-/** Reads a grpc.health.v1.HealthCheckRequest: the service asked about. */
-export function decodeHealthCheckRequest(bytes: Buffer): string {
-  const reader = new Reader(bytes, 0, bytes.length);
+/** Reads a grpc.health.v1.HealthCheckRequest from `start` on: the service asked about. */
+export function decodeHealthCheckRequest(bytes: Buffer, start = 0): string {
+  const reader = new Reader(bytes, start, bytes.length);
   let service = '';
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === tag(1, LENGTH)) service = reader.string();
+    if (t === LENGTH_1) service = reader.name();
     else reader.skip(t);
   }
   return service;

@@ -1,6 +1,6 @@
 import { messageOf } from '../core/errors.js';
 import type { Store } from '../index.js';
-import { GrpcError, Status, type UnaryMethod } from './grpc.js';
+import { GrpcError, MESSAGE_START, Status, type UnaryMethod, type UnaryReply } from './grpc.js';
 import { RATE_LIMIT_SERVICE } from './health.js';
 import { decodeRateLimitRequest } from './protobuf.js';
 import { encodeRateLimitResponse } from './protobuf-writer.js';
@@ -37,15 +37,26 @@ export function withCallDeadlines(store: Store): CallDeadlines {
 }
 
 /** What a failed decision answers over gRPC: a bad request is INVALID_ARGUMENT, the rest INTERNAL. */
-function grpcErrorOf(error: unknown): never {
-  if (error instanceof GrpcError) throw error;
-  throw new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
+function grpcErrorOf(error: unknown): GrpcError {
+  if (error instanceof GrpcError) return error;
+  return new GrpcError(error instanceof BadRequestError ? Status.INVALID_ARGUMENT : Status.INTERNAL, messageOf(error));
+}
+
+/** Sends a decided call's response; one that cannot be encoded fails the call (UNKNOWN). */
+function send(reply: UnaryReply, response: RateLimitResponse): void {
+  let message: Buffer;
+  try {
+    message = encodeRateLimitResponse(response);
+  } catch (error) {
+    return reply.failWith(error);
+  }
+  reply.answer(message);
 }
 
 /**
  * ShouldRateLimit over gRPC, by its path: decided by the rules serving now (`rulesNow()`), each
  * call's deadline passed to the store through `deadlines`, the call counted in flight while it is
- * decided. No closure is made per call.
+ * decided. The decision's one continuation answers the call.
  */
 export function shouldRateLimit(
   rulesNow: () => Rules,
@@ -53,22 +64,23 @@ export function shouldRateLimit(
   options: DecideOptions,
 ): [string, UnaryMethod] {
   const { metrics } = options;
-  const answered = (response: RateLimitResponse) => {
-    metrics.inFlight('grpc', -1);
-    return encodeRateLimitResponse(response);
-  };
-  const failed = (error: unknown) => {
-    metrics.inFlight('grpc', -1);
-    return grpcErrorOf(error);
-  };
   const method: UnaryMethod = {
     kind: 'unary',
-    answer(message, deadline) {
-      const request = decodeRateLimitRequest(message);
+    answer(message, deadline, reply) {
+      const request = decodeRateLimitRequest(message, MESSAGE_START);
       metrics.inFlight('grpc', 1);
       deadlines.deadline = deadline;
       try {
-        return decide(rulesNow(), request, options).then(answered, failed);
+        void decide(rulesNow(), request, options).then(
+          (response) => {
+            metrics.inFlight('grpc', -1);
+            send(reply, response);
+          },
+          (error: unknown) => {
+            metrics.inFlight('grpc', -1);
+            reply.failWith(grpcErrorOf(error));
+          },
+        );
       } finally {
         deadlines.deadline = Infinity;
       }

@@ -77,6 +77,43 @@ interface Matched {
 const UNLIMITED_REMAINING = 0xffff_ffff;
 const FREE: Plan = { kind: 'free', limitRemaining: 0 };
 
+/** A descriptor of `request` matched in `domain`, with its cost; throws BadRequestError for a malformed one. */
+function matchedOf(
+  domain: Domain | undefined,
+  request: RateLimitRequest,
+  descriptor: RequestDescriptor,
+  i: number,
+): Matched {
+  const cost = descriptor.hitsAddend || request.hitsAddend || 1;
+  if (!Number.isSafeInteger(cost) || cost < 1)
+    throw new BadRequestError(`descriptors[${i}].hits_addend`, `must be a whole number; got ${cost}`);
+  if (descriptor.entries.length === 0)
+    throw new BadRequestError(`descriptors[${i}].entries`, 'must hold at least one entry');
+  return {
+    descriptor,
+    cost,
+    match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined,
+  };
+}
+
+/** The rule names that matched rules replace (an unlimited rule's too); rare, so only made when there are some. */
+function replacedBy(matched: readonly Matched[]): Set<string> | undefined {
+  let replaced: Set<string> | undefined;
+  for (const { match } of matched) {
+    if (match && match.node.replaces.length > 0) {
+      replaced ??= new Set();
+      for (const name of match.node.replaces) replaced.add(name);
+    }
+  }
+  return replaced;
+}
+
+/** The first of `policies` that could never admit `cost`, or -1. */
+function tooSmallFor(policies: readonly Policy[], cost: number): number {
+  for (let i = 0; i < policies.length; i++) if (cost > (policies[i] as Policy).maxCost) return i;
+  return -1;
+}
+
 /** What a deny-all limit reports as its reset, as envoyproxy/ratelimit does: the end of its current window. */
 function untilWindowEnds(windowMs: number): number {
   return windowMs - (Date.now() % windowMs);
@@ -193,28 +230,16 @@ export class Rules {
   /** Each descriptor's rule and cost; `replaces` applied. Throws BadRequestError for a malformed request. */
   plan(request: RateLimitRequest): Plan[] {
     if (request.domain === '') throw new BadRequestError('domain', 'must not be empty');
-    if (request.descriptors.length === 0) throw new BadRequestError('descriptors', 'must hold at least one descriptor');
+    const { descriptors } = request;
+    if (descriptors.length === 0) throw new BadRequestError('descriptors', 'must hold at least one descriptor');
     const domain = this.config.domains.get(request.domain);
-    const matched = request.descriptors.map((descriptor, i): Matched => {
-      const cost = descriptor.hitsAddend || request.hitsAddend || 1;
-      if (!Number.isSafeInteger(cost) || cost < 1)
-        throw new BadRequestError(`descriptors[${i}].hits_addend`, `must be a whole number; got ${cost}`);
-      if (descriptor.entries.length === 0)
-        throw new BadRequestError(`descriptors[${i}].entries`, 'must hold at least one entry');
-      return {
-        descriptor,
-        cost,
-        match: domain && descriptor.limit === undefined ? matchDescriptor(domain, descriptor.entries) : undefined,
-      };
-    });
-    // The rule names that other matched rules replace (an unlimited rule's too); rare, so only made when there are some.
-    let replaced: Set<string> | undefined;
-    for (const { match } of matched) {
-      if (match && match.node.replaces.length > 0) {
-        replaced ??= new Set();
-        for (const name of match.node.replaces) replaced.add(name);
-      }
+    // A lone descriptor (most requests) without the arrays and closures of several.
+    if (descriptors.length === 1) {
+      const only = matchedOf(domain, request, descriptors[0] as RequestDescriptor, 0);
+      return [this.planOne(domain, only, 0, replacedBy([only]))];
     }
+    const matched = descriptors.map((descriptor, i) => matchedOf(domain, request, descriptor, i));
+    const replaced = replacedBy(matched);
     return matched.map((m, i) => this.planOne(domain, m, i, replaced));
   }
 
@@ -238,7 +263,7 @@ export class Rules {
     const rule = this.rules.get(node);
     if (rule === undefined) return FREE;
     // A cost no policy could ever admit: over the limit outright, as envoyproxy/ratelimit answers it.
-    const tooSmall = rule.limiter.policies.findIndex((policy) => cost > policy.maxCost);
+    const tooSmall = tooSmallFor(rule.limiter.policies, cost);
     if (tooSmall >= 0)
       return {
         kind: 'refuse',
@@ -248,7 +273,10 @@ export class Rules {
         metricRule,
         metadata,
       };
-    return { kind: 'limit', rule, key: match.key, cost, metricRule, ...(metadata && { metadata }) };
+    const { key } = match;
+    return metadata === undefined
+      ? { kind: 'limit', rule, key, cost, metricRule }
+      : { kind: 'limit', rule, key, cost, metricRule, metadata };
   }
 
   /** Envoy's per-descriptor limit: a fixed window of its own; 0 per unit denies every request. */

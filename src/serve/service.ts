@@ -4,7 +4,6 @@ import {
   type Decision,
   type JointDecision,
   type JointPart,
-  type LimitOptions,
   type Outcome,
   type PolicyDecision,
 } from '../index.js';
@@ -34,13 +33,10 @@ interface Verdict {
 /** A limited descriptor's plan that a policy could admit. */
 type Limited = Extract<Plan, { kind: 'limit' }>;
 
-// A descriptor's limit options at cost 1, most requests' cost: one object for all of them.
-const COST_ONE: LimitOptions = Object.freeze({ cost: 1 });
-
-/** A limited descriptor asked of its rule's own limiter. */
+/** A limited descriptor asked of its rule's own limiter; at cost 1 (most requests) with no options to read. */
 function askAlone(plan: Limited): Promise<Decision> {
   const { cost, policy } = plan;
-  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? COST_ONE : { cost });
+  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? undefined : { cost });
 }
 
 /** The joint call's parts: each descriptor's key, policies and cost. */
@@ -259,16 +255,18 @@ export interface DecideOptions {
  * descriptor (most requests) is its own limiter's decision, without verdicts' groups and steps:
  * alone, it is never part of a joint step, and a denial took nothing to give back.
  */
-export async function decide(
-  rules: Rules,
-  request: RateLimitRequest,
-  options: DecideOptions,
-): Promise<RateLimitResponse> {
-  const plans = rules.plan(request);
+export function decide(rules: Rules, request: RateLimitRequest, options: DecideOptions): Promise<RateLimitResponse> {
+  let plans: Plan[];
+  try {
+    plans = rules.plan(request);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  // One continuation, not an async function's frame and await: each costs every call under load.
   const only = plans.length === 1 ? (plans[0] as Plan) : undefined;
-  const found =
-    only?.kind === 'limit' ? [verdictOf(await askAlone(only))] : await verdicts(rules, plans, options.callDeadlines);
-  return answerOf(request, plans, found, options);
+  if (only?.kind === 'limit')
+    return askAlone(only).then((decision) => answerOf(request, plans, [verdictOf(decision)], options));
+  return verdicts(rules, plans, options.callDeadlines).then((found) => answerOf(request, plans, found, options));
 }
 
 /** The response to a request whose limited descriptors' verdicts are `found`; counted in metrics and the dashboard. */

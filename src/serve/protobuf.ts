@@ -199,6 +199,16 @@ const VARINT_1 = tag(1, VARINT);
 const VARINT_2 = tag(2, VARINT);
 const VARINT_3 = tag(3, VARINT);
 
+/**
+ * `list` with `item` added, made with it when there is none yet: most lists here hold one item, and
+ * an array made with it is its size, where push() would grow it.
+ */
+function appended<T>(list: T[] | undefined, item: T): T[] {
+  if (list === undefined) return [item];
+  list.push(item);
+  return list;
+}
+
 function readEntry(reader: Reader): Entry {
   const outer = reader.enter();
   let key = '';
@@ -242,14 +252,10 @@ function readUInt64Value(reader: Reader, value: number): number {
 function readDescriptor(reader: Reader): RequestDescriptor {
   const outer = reader.enter();
   const descriptor: Mutable<RequestDescriptor> = { entries: [] };
-  // Most descriptors have one entry: an array made with it is its size, where push() would grow it.
   let entries: Entry[] | undefined;
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
-    if (t === LENGTH_1) {
-      const entry = readEntry(reader);
-      if (entries === undefined) descriptor.entries = entries = [entry];
-      else entries.push(entry);
-    } else if (t === LENGTH_2) readLimit(reader, (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
+    if (t === LENGTH_1) descriptor.entries = entries = appended(entries, readEntry(reader));
+    else if (t === LENGTH_2) readLimit(reader, (descriptor.limit ??= { requestsPerUnit: 0, unit: 'UNKNOWN' }));
     // Present (even when 0) once given.
     else if (t === LENGTH_3) descriptor.hitsAddend = readUInt64Value(reader, descriptor.hitsAddend ?? 0);
     else reader.skip(t);
@@ -266,11 +272,8 @@ export function decodeRateLimitRequest(bytes: Buffer, start = 0): RateLimitReque
   let hitsAddend = 0;
   for (let t = reader.tag(); t !== undefined; t = reader.tag()) {
     if (t === LENGTH_1) domain = reader.name();
-    else if (t === LENGTH_2) {
-      const descriptor = readDescriptor(reader);
-      if (descriptors === undefined) descriptors = [descriptor];
-      else descriptors.push(descriptor);
-    } else if (t === VARINT_3) hitsAddend = reader.uint32();
+    else if (t === LENGTH_2) descriptors = appended(descriptors, readDescriptor(reader));
+    else if (t === VARINT_3) hitsAddend = reader.uint32();
     else reader.skip(t);
   }
   return { domain, descriptors: descriptors ?? [], hitsAddend };

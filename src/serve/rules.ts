@@ -233,14 +233,14 @@ export class Rules {
     const { descriptors } = request;
     if (descriptors.length === 0) throw new BadRequestError('descriptors', 'must hold at least one descriptor');
     const domain = this.config.domains.get(request.domain);
-    // A lone descriptor (most requests) without the arrays and closures of several.
-    if (descriptors.length === 1) {
-      const only = matchedOf(domain, request, descriptors[0] as RequestDescriptor, 0);
-      return [this.planOne(domain, only, 0, replacedBy([only]))];
-    }
-    const matched = descriptors.map((descriptor, i) => matchedOf(domain, request, descriptor, i));
+    // Loops, not map() closures: this runs for every request.
+    const matched: Matched[] = [];
+    for (let i = 0; i < descriptors.length; i++)
+      matched.push(matchedOf(domain, request, descriptors[i] as RequestDescriptor, i));
     const replaced = replacedBy(matched);
-    return matched.map((m, i) => this.planOne(domain, m, i, replaced));
+    const plans: Plan[] = [];
+    for (let i = 0; i < matched.length; i++) plans.push(this.planOne(domain, matched[i] as Matched, i, replaced));
+    return plans;
   }
 
   private planOne(

@@ -170,6 +170,11 @@ export interface Limiter {
   readonly prefix: string;
   /** Decides one request and counts it if admitted. Resolves whether allowed or denied. */
   limit(key: string, options?: LimitOptions): Promise<Decision>;
+  /**
+   * limit(), answered at once: there only where the store decides in this process (memoryStore)
+   * and the limiter takes no quota leases. Throws on bad input, as limit() rejects. Needs no `this`.
+   */
+  readonly limitNow?: (key: string, options?: LimitOptions) => Decision;
   /** What a request of cost 1 would get now. Consumes nothing, writes nothing. */
   peek(key: string, options?: Pick<LimitOptions, 'policy'>): Promise<Decision>;
   /** Decides several keys at once: every request is sent before any answer is awaited. */

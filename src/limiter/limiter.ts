@@ -32,8 +32,9 @@ function policiesFor(own: LimiterParts, value: unknown): readonly EnginePolicy[]
 }
 
 /**
- * Decides and counts one request; resolves with what `answer` makes of the decision, what was
- * asked and how the store replied. Throws on bad input.
+ * Decides and counts one request: what `answer` makes of the decision, what was asked and how the
+ * store replied; at once when nothing is asked of a remote store (a local store's decision, the
+ * denied-key cache's), else a promise of it. Throws on bad input.
  */
 function consume<T>(
   own: LimiterParts,
@@ -41,7 +42,7 @@ function consume<T>(
   options: LimitOptions | undefined,
   leases: boolean,
   answer: Answerer<T>,
-): Promise<T> {
+): T | Promise<T> {
   const k = validKey(key);
   const { cost: rawCost, policy } = callOptions(options);
   const list = policiesFor(own, policy);
@@ -57,12 +58,12 @@ function consume<T>(
   const { denied, calls } = own;
   const cache = denied && cost === 1 && policy === undefined ? denied : undefined;
   const cached = cache?.lookup(k);
-  if (cached) return Promise.resolve(answer(own.shadow ? shadowed(cached) : cached, undefined, list, cost));
+  if (cached) return answer(own.shadow ? shadowed(cached) : cached, undefined, list, cost);
   const sentAt = cache?.now() ?? 0;
   // A local store's decision is answered here, without the closures the guarded path needs.
   if (calls.runLocal) {
     const reply = calls.localReply(clientId(k), list, 'limit', cost);
-    return Promise.resolve(learned(own, k, cache, sentAt, decisionOf(reply, list), reply, list, cost, answer));
+    return learned(own, k, cache, sentAt, decisionOf(reply, list), reply, list, cost, answer);
   }
   return calls.decide(
     leases ? 'acquire' : 'limit',
@@ -168,17 +169,22 @@ function limiterOf(own: LimiterParts): Limiter {
   // Not through promised(): no closure per call. Bad input rejects, as the API promises.
   const limit: Limiter['limit'] = (key, limitOptions) => {
     try {
-      return consume(own, key, limitOptions, false, asDecided);
+      return Promise.resolve(consume(own, key, limitOptions, false, asDecided));
     } catch (error) {
       return Promise.reject(error);
     }
   };
+  // A local store's decision is there at once (consume answers it without a promise).
+  const limitNow: Limiter['limitNow'] = calls.runLocal
+    ? (key, limitOptions) => consume(own, key, limitOptions, false, asDecided) as Decision
+    : undefined;
   return {
     policies,
     policy: policies[0] as Policy,
     prefix,
     watchStore: (watcher) => calls.guard.watch(watcher),
     limit,
+    ...(limitNow && { limitNow }),
     limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     peek: async (key, peekOptions) => peek(own, key, peekOptions),
     reset: async (key) => reset(own, key),

@@ -243,6 +243,28 @@ class Observer {
     }
     const durationMs = performance.now() - started;
     if (this.loading) await this.loading;
+    this.told(operation, key, decision, durationMs);
+    return decision;
+  }
+
+  /** decide() for limitNow(): the decision at once; while the global meter loads, it is told once it has. */
+  decideNow(method: (key: string, options?: LimitOptions) => Decision, key: string, options?: LimitOptions): Decision {
+    const started = performance.now();
+    let decision: Decision;
+    try {
+      decision = method(key, options);
+    } catch (error) {
+      if (!isUsageError(error)) void this.took('limit', started);
+      throw error;
+    }
+    const durationMs = performance.now() - started;
+    if (this.loading) void this.loading.then(() => this.told('limit', key, decision, durationMs));
+    else this.told('limit', key, decision, durationMs);
+    return decision;
+  }
+
+  /** Records a decision: its duration and count, then the dashboard's recorder and onDecision. */
+  private told(operation: 'limit' | 'peek', key: string, decision: Decision, durationMs: number): void {
     const { instruments } = this;
     if (instruments) {
       instruments.duration.record(durationMs / 1000, this.byOperation[operation]);
@@ -255,7 +277,6 @@ class Observer {
         this.onDecision,
         decisionEvent(this.where, this.includeKeys ? key : undefined, operation, decision, durationMs),
       );
-    return decision;
   }
 
   async reset(method: (key: string) => Promise<void>, key: string): Promise<void> {
@@ -324,9 +345,13 @@ export function observeWith(
   const reserveOf = limiter.reserve.bind(limiter);
   const resetOf = limiter.reset.bind(limiter);
   const limit: Limiter['limit'] = (key, limitOptions) => observer.decide('limit', limitOf, key, limitOptions);
+  const limitNowOf = limiter.limitNow;
   return {
     ...limiter,
     limit,
+    ...(limitNowOf && {
+      limitNow: (key: string, limitOptions?: LimitOptions) => observer.decideNow(limitNowOf, key, limitOptions),
+    }),
     // Through the observed limit, so each decision they make is counted and timed as one.
     limitMany: (keys, limitOptions) => limitEach(limit, keys, limitOptions),
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),

@@ -288,6 +288,8 @@ function leasing(store: Limiter, options: Leasing): Limiter {
   const { limit, shade } = leases;
   return {
     ...store,
+    // Not the store's: every decision goes through the leases, none at once without them.
+    limitNow: undefined,
     limit,
     limitMany: (keyList, limitOptions) => limitEach(limit, keyList, limitOptions),
     waitFor: (key, waitOptions) => waitThrough(limit, key, waitOptions),

@@ -33,6 +33,15 @@ export function matchesPattern(parts: readonly string[], value: string): boolean
   return true;
 }
 
+// JSON.stringify writes a string as it is, in quotes, unless it holds one of these.
+// eslint-disable-next-line no-control-regex -- control characters are among what JSON escapes
+const PLAIN_JSON = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
+
+/** `text` as JSON.stringify writes it: most need no escaping, and the test is cheaper than the call. */
+export function jsonString(text: string): string {
+  return PLAIN_JSON.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
 /** The node an entry takes at a level: its key and value, else the first wildcard it matches, else its key alone. */
 function step(level: Level | undefined, value: string): RuleNode | undefined {
   if (level === undefined) return undefined;
@@ -51,18 +60,19 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
   let levels = domain.root;
   let node: RuleNode | undefined;
   let valueInMetric = false;
-  const keyParts: string[] = [domain.name];
+  // The JSON of [domain, key, value, ...], written a part at a time.
+  let limiterKey = `[${jsonString(domain.name)}`;
   for (const { key, value } of entries) {
     node = step(levels.get(key), value);
     if (node === undefined) return undefined;
-    keyParts.push(key, node.shareThreshold ? (node.value as string) : value);
+    limiterKey += `,${jsonString(key)},${jsonString(node.shareThreshold ? (node.value as string) : value)}`;
     valueInMetric ||= node.valueToMetric;
     levels = node.children;
   }
   if (node === undefined) return undefined;
   return {
     node,
-    key: JSON.stringify(keyParts),
+    key: `${limiterKey}]`,
     metricRule: node.detailedMetric || valueInMetric ? metricName(domain, entries, node.detailedMetric) : node.path,
   };
 }

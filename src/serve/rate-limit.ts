@@ -55,8 +55,8 @@ function send(reply: UnaryReply, response: RateLimitResponse): void {
 
 /**
  * ShouldRateLimit over gRPC, by its path: decided by the rules serving now (`rulesNow()`), each
- * call's deadline passed to the store through `deadlines`, the call counted in flight while it is
- * decided. The decision's one continuation answers the call.
+ * call's deadline passed to the store through `deadlines`. A decision made at once is answered at
+ * once; one the store is asked for is counted in flight, and its one continuation answers the call.
  */
 export function shouldRateLimit(
   rulesNow: () => Rules,
@@ -68,22 +68,25 @@ export function shouldRateLimit(
     kind: 'unary',
     answer(message, deadline, reply) {
       const request = decodeRateLimitRequest(message, MESSAGE_START);
-      metrics.inFlight('grpc', 1);
+      let decided: RateLimitResponse | Promise<RateLimitResponse>;
       deadlines.deadline = deadline;
       try {
-        void decide(rulesNow(), request, options).then(
-          (response) => {
-            metrics.inFlight('grpc', -1);
-            send(reply, response);
-          },
-          (error: unknown) => {
-            metrics.inFlight('grpc', -1);
-            reply.failWith(grpcErrorOf(error));
-          },
-        );
+        decided = decide(rulesNow(), request, options);
       } finally {
         deadlines.deadline = Infinity;
       }
+      if (!(decided instanceof Promise)) return send(reply, decided);
+      metrics.inFlight('grpc', 1);
+      void decided.then(
+        (response) => {
+          metrics.inFlight('grpc', -1);
+          send(reply, response);
+        },
+        (error: unknown) => {
+          metrics.inFlight('grpc', -1);
+          reply.failWith(grpcErrorOf(error));
+        },
+      );
     },
   };
   return [`/${RATE_LIMIT_SERVICE}/ShouldRateLimit`, method];

@@ -4,6 +4,7 @@ import {
   type Decision,
   type JointDecision,
   type JointPart,
+  type LimitOptions,
   type Outcome,
   type PolicyDecision,
 } from '../index.js';
@@ -33,10 +34,14 @@ interface Verdict {
 /** A limited descriptor's plan that a policy could admit. */
 type Limited = Extract<Plan, { kind: 'limit' }>;
 
-/** A limited descriptor asked of its rule's own limiter; at cost 1 (most requests) with no options to read. */
+/** A limited descriptor's options for its rule's limiter: none at cost 1 (most requests), so none are read. */
+function optionsOf({ cost, policy }: Limited): LimitOptions | undefined {
+  return policy ? { cost, policy } : cost === 1 ? undefined : { cost };
+}
+
+/** A limited descriptor asked of its rule's own limiter. */
 function askAlone(plan: Limited): Promise<Decision> {
-  const { cost, policy } = plan;
-  return plan.rule.limiter.limit(plan.key, policy ? { cost, policy } : cost === 1 ? undefined : { cost });
+  return plan.rule.limiter.limit(plan.key, optionsOf(plan));
 }
 
 /** The joint call's parts: each descriptor's key, policies and cost. */
@@ -251,22 +256,30 @@ export interface DecideOptions {
 }
 
 /**
- * Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does. A lone limited
- * descriptor (most requests) is its own limiter's decision, without verdicts' groups and steps:
- * alone, it is never part of a joint step, and a denial took nothing to give back.
+ * Decides one request (see verdicts) and answers it as envoyproxy/ratelimit does: at once when its
+ * one limited descriptor's store decides in this process (limitNow), else a promise. Never throws:
+ * a bad request rejects. A lone limited descriptor (most requests) is its own limiter's decision,
+ * without verdicts' groups and steps: alone, it is never part of a joint step, and a denial took
+ * nothing to give back.
  */
-export function decide(rules: Rules, request: RateLimitRequest, options: DecideOptions): Promise<RateLimitResponse> {
-  let plans: Plan[];
+export function decide(
+  rules: Rules,
+  request: RateLimitRequest,
+  options: DecideOptions,
+): RateLimitResponse | Promise<RateLimitResponse> {
   try {
-    plans = rules.plan(request);
+    const plans = rules.plan(request);
+    const only = plans.length === 1 ? (plans[0] as Plan) : undefined;
+    if (only?.kind !== 'limit')
+      return verdicts(rules, plans, options.callDeadlines).then((found) => answerOf(request, plans, found, options));
+    const { limiter } = only.rule;
+    // No promise between a call and its answer where none is needed: each costs every call under load.
+    if (limiter.limitNow !== undefined)
+      return answerOf(request, plans, [verdictOf(limiter.limitNow(only.key, optionsOf(only)))], options);
+    return askAlone(only).then((decision) => answerOf(request, plans, [verdictOf(decision)], options));
   } catch (error) {
     return Promise.reject(error);
   }
-  // One continuation, not an async function's frame and await: each costs every call under load.
-  const only = plans.length === 1 ? (plans[0] as Plan) : undefined;
-  if (only?.kind === 'limit')
-    return askAlone(only).then((decision) => answerOf(request, plans, [verdictOf(decision)], options));
-  return verdicts(rules, plans, options.callDeadlines).then((found) => answerOf(request, plans, found, options));
 }
 
 /** The response to a request whose limited descriptors' verdicts are `found`; counted in metrics and the dashboard. */

@@ -118,6 +118,40 @@ describe('observe: metrics through a real OpenTelemetry MeterProvider', () => {
     assert.equal(found.has('sluice.requests.shadow_denied'), false);
   });
 
+  it('counts, times and tells each limitNow() decision at once, as a limit() call', async () => {
+    const { reader, provider, meter } = meterWithReader();
+    after(() => provider.shutdown());
+    const told: DecisionEvent[] = [];
+    const limiter = observe(createLimiter({ store: memoryStore(), policy: fixedWindow({ limit: 1, window: '1h' }) }), {
+      meter,
+      onDecision: (event) => told.push(event),
+    });
+    const limitNow = limiter.limitNow as NonNullable<Limiter['limitNow']>;
+    assert.deepEqual([limitNow('k').allowed, told.length, limitNow('k').allowed, told.length], [true, 1, false, 2]);
+    assert.throws(() => limitNow(''), InvalidArgumentError);
+    assert.deepEqual(
+      told.map((e) => [e.operation, e.decision.allowed]),
+      [
+        ['limit', true],
+        ['limit', false],
+      ],
+    );
+    const found = await collect(reader);
+    const labels = labelsOf(limiter);
+    assert.deepEqual(
+      found.get('sluice.requests.allowed')?.map((p) => [p.attributes, p.value]),
+      [[labels, 1]],
+    );
+    assert.deepEqual(
+      found.get('sluice.requests.denied')?.map((p) => [p.attributes, p.value]),
+      [[labels, 1]],
+    );
+    assert.deepEqual(
+      found.get('sluice.operation.duration')?.map((p) => [p.attributes, p.value]),
+      [[{ ...labels, 'sluice.operation': 'limit' }, 2]],
+    );
+  });
+
   it('counts and times each decision limitMany and waitFor make, as limit() calls', async () => {
     const { reader, provider, meter } = meterWithReader();
     after(() => provider.shutdown());

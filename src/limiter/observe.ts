@@ -247,7 +247,10 @@ class Observer {
     return decision;
   }
 
-  /** decide() for limitNow(): the decision at once; while the global meter loads, it is told once it has. */
+  /**
+   * decide() for limitNow(): the decision at once. While the global meter loads (observe() without
+   * a meter, in a process's first moments) it is recorded and told once the meter is there.
+   */
   decideNow(method: (key: string, options?: LimitOptions) => Decision, key: string, options?: LimitOptions): Decision {
     const started = performance.now();
     let decision: Decision;
@@ -258,7 +261,12 @@ class Observer {
       throw error;
     }
     const durationMs = performance.now() - started;
-    if (this.loading) void this.loading.then(() => this.told('limit', key, decision, durationMs));
+    // A meter that fails to load tells nothing: the decision is already answered.
+    if (this.loading)
+      void this.loading.then(
+        () => this.told('limit', key, decision, durationMs),
+        () => undefined,
+      );
     else this.told('limit', key, decision, durationMs);
     return decision;
   }
@@ -345,7 +353,7 @@ export function observeWith(
   const reserveOf = limiter.reserve.bind(limiter);
   const resetOf = limiter.reset.bind(limiter);
   const limit: Limiter['limit'] = (key, limitOptions) => observer.decide('limit', limitOf, key, limitOptions);
-  const limitNowOf = limiter.limitNow;
+  const limitNowOf = limiter.limitNow?.bind(limiter);
   return {
     ...limiter,
     limit,

@@ -53,7 +53,8 @@ export class Metrics {
   private readonly families = new Map<string, Family>();
   /** sluice_serve_descriptors_total's series by domain, then rule: OK, OVER_LIMIT, then the same shadow-denied. */
   private readonly descriptors = new Map<string, Map<string, (Series | undefined)[]>>();
-  private readonly inFlightSeries: { grpc?: Series; http?: Series } = {};
+  // Made at once, so that the gauge reads 0 from the start, also where every call is answered at once.
+  private readonly inFlightSeries = { grpc: this.inFlightOf('grpc'), http: this.inFlightOf('http') };
 
   private family(name: string, type: Family['type'], help: string, bounds: readonly number[] = []): Family {
     let family = this.families.get(name);
@@ -153,12 +154,14 @@ export class Metrics {
     series.value++;
   }
 
-  /** A call taken (+1) or answered (-1), by transport: what a graceful stop waits for. */
+  private inFlightOf(transport: 'grpc' | 'http'): Series {
+    return this.series(this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'), {
+      transport,
+    });
+  }
+
+  /** A call taken (+1) or answered (-1), by transport; one decided in the turn it came is never counted. */
   inFlight(transport: 'grpc' | 'http', change: 1 | -1): void {
-    this.inFlightSeries[transport] ??= this.series(
-      this.family('sluice_serve_in_flight', 'gauge', 'Calls being decided now, by transport'),
-      { transport },
-    );
     this.inFlightSeries[transport].value += change;
   }
 

@@ -3,7 +3,7 @@
  * (3 masters, 3 replicas) behind one proxy per node, worker processes hammering it through ioredis
  * and node-redis, spare workers to take a killed one's place, and injects faults at random until
  * the time is up; then checks the whole history
- * (soak/check.ts) and exits 1 on any invariant violation (2 if the soak itself failed).
+ * (soak/check-run.ts) and exits 1 on any invariant violation (2 if the soak itself failed).
  * docs/reliability.md ("Chaos soak") says what is checked, exactly.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startRedisCluster } from '../test/support/cluster.js';
 import { startProxy } from '../test/support/proxy.js';
 import { chaos, faultKinds } from './chaos.js';
-import { checkRun, formatSummary } from './check.js';
+import { checkRun, formatSummary } from './check-run.js';
 import { historyWriter, type FaultKind, type FaultRecord } from './history.js';
 import type { WorkerConfig } from './worker.js';
 

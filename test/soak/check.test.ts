@@ -3,7 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { checkRun, healthyRuns, overLimit, type Admission } from '../../soak/check.js';
+import { healthyRuns, overLimit, type Admission } from '../../soak/check.js';
+import { checkRun } from '../../soak/check-run.js';
 import { historyWriter, type CallRecord, type HistoryRecord } from '../../soak/history.js';
 import type { Invariant } from '../../soak/plan.js';
 

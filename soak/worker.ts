@@ -14,6 +14,7 @@ import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
 import { callKeys } from '../src/core/keys.js';
 import { enginePolicy } from '../src/engine/algorithm.js';
+import { argsCall } from '../src/engine/driver.js';
 import { policyUnitsTaken, replyAllowed, replyNowMs } from '../src/engine/reply.js';
 import { createLimiter, redisStore, type Decision, type Limiter, type RedisClient, type Store } from '../src/index.js';
 import { historyWriter, type CallRecord, type ReleaseRecord, type Timed } from './history.js';
@@ -104,16 +105,16 @@ function recordingSteps(soak: SoakLimiter): Store {
   return {
     run(script, keys, args, deadline) {
       const id = steps++;
-      const [op, cost, chargedAtMs] = args;
+      const { op, cost, target } = argsCall(args);
       history.write({
         type: 'step',
         worker,
         id,
         limiter: soak.name,
         key: keyOf.get(keys[0] ?? '') ?? String(keys[0]),
-        op: String(op),
-        cost: Number(cost),
-        ...(op === 'refund' && { chargedAtMs: Number(chargedAtMs) }),
+        op,
+        cost: cost ?? NaN,
+        ...(op === 'refund' && { chargedAtMs: target }),
         startMs: clock(),
       });
       const running = redis.run(script, keys, args, deadline);

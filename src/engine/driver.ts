@@ -70,6 +70,15 @@ export function scriptArgs(call: Call): Arg[] {
   return [...head, ...cost.flatMap((c, i) => [c, (policies[i] as { readonly maxCost: number }).maxCost])];
 }
 
+/**
+ * What a call's ARGV asks, read back (scriptArgs' layout is this file's business): its operation,
+ * its cost where one cost serves every policy (else undefined), and its target.
+ */
+export function argsCall(args: readonly Arg[]): { op: Op; cost: number | undefined; target: number } {
+  const [op, cost, target] = args;
+  return { op: op as Op, cost: cost === EACH ? undefined : Number(cost), target: Number(target) };
+}
+
 const scripts = new Map<string, Script>();
 
 /** The script for a set of algorithms: the driver, then their Lua. Built once per set. */

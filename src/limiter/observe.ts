@@ -221,10 +221,18 @@ class Observer {
     this.byOperation = operationLabels(this.labels);
   }
 
-  /** Runs `count` with the instruments, once the meter is there: a store failure or a lease may come before it has loaded. */
+  /**
+   * Runs `run` once the meter is there, at once if it is: a store failure, a lease or a limitNow()
+   * may come before it has loaded. A meter that fails to load runs nothing.
+   */
+  private whenReady(run: () => void): void {
+    if (this.loading) void this.loading.then(run, () => undefined);
+    else run();
+  }
+
+  /** Runs `count` with the instruments, once the meter is there (none without a meter). */
   whenLoaded(count: (instruments: Instruments) => void): void {
-    if (this.loading) void this.loading.then(() => this.instruments && count(this.instruments));
-    else if (this.instruments) count(this.instruments);
+    this.whenReady(() => this.instruments && count(this.instruments));
   }
 
   // One async function and one await a decision, no closure or result object: each cost decisions/s on the memory store.
@@ -257,17 +265,12 @@ class Observer {
     try {
       decision = method(key, options);
     } catch (error) {
-      if (!isUsageError(error)) void this.took('limit', started);
+      const durationMs = performance.now() - started;
+      if (!isUsageError(error)) this.whenLoaded((instruments) => this.timed(instruments, 'limit', durationMs));
       throw error;
     }
     const durationMs = performance.now() - started;
-    // A meter that fails to load tells nothing: the decision is already answered.
-    if (this.loading)
-      void this.loading.then(
-        () => this.told('limit', key, decision, durationMs),
-        () => undefined,
-      );
-    else this.told('limit', key, decision, durationMs);
+    this.whenReady(() => this.told('limit', key, decision, durationMs));
     return decision;
   }
 
@@ -275,7 +278,7 @@ class Observer {
   private told(operation: 'limit' | 'peek', key: string, decision: Decision, durationMs: number): void {
     const { instruments } = this;
     if (instruments) {
-      instruments.duration.record(durationMs / 1000, this.byOperation[operation]);
+      this.timed(instruments, operation, durationMs);
       if (operation === 'limit') this.count(instruments, decision);
     }
     if (operation === 'limit' && this.recorder) this.recorder(key, decision, durationMs);
@@ -312,7 +315,11 @@ class Observer {
   private async took(operation: Timed, started: number): Promise<void> {
     const durationMs = performance.now() - started;
     if (this.loading) await this.loading;
-    this.instruments?.duration.record(durationMs / 1000, this.byOperation[operation]);
+    if (this.instruments) this.timed(this.instruments, operation, durationMs);
+  }
+
+  private timed(instruments: Instruments, operation: Timed, durationMs: number): void {
+    instruments.duration.record(durationMs / 1000, this.byOperation[operation]);
   }
 }
 

@@ -42,6 +42,19 @@ export function jsonString(text: string): string {
   return PLAIN_JSON.test(text) ? `"${text}"` : JSON.stringify(text);
 }
 
+/**
+ * The limiter key a descriptor counts under: the JSON of [domain, key, value, ...], with `values`
+ * (a shared wildcard's pattern, by entry) in place of the entries' own where given.
+ */
+export function limiterKey(domain: string, entries: readonly Entry[], values?: readonly string[]): string {
+  let key = `[${jsonString(domain)}`;
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i] as Entry;
+    key += `,${jsonString(entry.key)},${jsonString(values?.[i] ?? entry.value)}`;
+  }
+  return `${key}]`;
+}
+
 /** The node an entry takes at a level: its key and value, else the first wildcard it matches, else its key alone. */
 function step(level: Level | undefined, value: string): RuleNode | undefined {
   if (level === undefined) return undefined;
@@ -60,19 +73,20 @@ export function matchDescriptor(domain: Domain, entries: readonly Entry[]): Matc
   let levels = domain.root;
   let node: RuleNode | undefined;
   let valueInMetric = false;
-  // The JSON of [domain, key, value, ...], written a part at a time.
-  let limiterKey = `[${jsonString(domain.name)}`;
-  for (const { key, value } of entries) {
+  // Made only for a shared wildcard (rare): the values the key is written with.
+  let shared: string[] | undefined;
+  for (let i = 0; i < entries.length; i++) {
+    const { key, value } = entries[i] as Entry;
     node = step(levels.get(key), value);
     if (node === undefined) return undefined;
-    limiterKey += `,${jsonString(key)},${jsonString(node.shareThreshold ? (node.value as string) : value)}`;
+    if (node.shareThreshold) (shared ??= entries.map((e) => e.value))[i] = node.value as string;
     valueInMetric ||= node.valueToMetric;
     levels = node.children;
   }
   if (node === undefined) return undefined;
   return {
     node,
-    key: `${limiterKey}]`,
+    key: limiterKey(domain.name, entries, shared),
     metricRule: node.detailedMetric || valueInMetric ? metricName(domain, entries, node.detailedMetric) : node.path,
   };
 }

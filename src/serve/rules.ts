@@ -14,7 +14,7 @@ import {
 import { nodesOf, type Domain, type RuleNode, type ServeConfig } from './config.js';
 import type { ServiceRecorder } from './dashboard.js';
 import { UNIT_MS, type ReportedLimit, type RuleLease, type UnitName } from './limits.js';
-import { matchDescriptor, type Entry, type Match } from './match.js';
+import { limiterKey, matchDescriptor, type Entry, type Match } from './match.js';
 import { BadRequestError, type RateLimitRequest, type RequestDescriptor } from './messages.js';
 import type { JsonObject } from './metadata.js';
 import type { Metrics } from './metrics.js';
@@ -301,7 +301,7 @@ export class Rules {
         shadow: false,
         leased: false,
       },
-      key: JSON.stringify([domain.name, ...descriptor.entries.flatMap((e) => [e.key, e.value])]),
+      key: limiterKey(domain.name, descriptor.entries),
       cost,
       policy: this.overridePolicy(requestsPerUnit, unit),
       metricRule,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import fc from 'fast-check';
 import { parseConfig } from '../../src/serve/config.js';
-import { jsonString, matchDescriptor } from '../../src/serve/match.js';
+import { jsonString, limiterKey, matchDescriptor } from '../../src/serve/match.js';
 import { hostileKeys } from '../support/hostile-keys.js';
 
 // A limiter key is the JSON of [domain, key, value, ...]: the state of every key counted so far
@@ -51,6 +51,8 @@ it('a descriptor counts under the JSON of its domain and entries, a shared wildc
       { key: 'user', value },
     ]);
     assert.equal(user?.key, JSON.stringify(['d"x', 'k', value, 'user', value]), value);
+    // An override's key, written by the same function.
+    assert.equal(limiterKey(value, [{ key: value, value }]), JSON.stringify([value, value, value]), value);
   }
   const shared = matchDescriptor(domain, [
     { key: 'k', value: '\n' },
